@@ -1,0 +1,84 @@
+/** The mapping between typed array classes and dtypes, and the element sizes behind it. */
+import type { DType, TypedArray } from './types.js';
+
+export type TypedArrayConstructor = {
+  new (length: number): TypedArray;
+  new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): TypedArray;
+  readonly BYTES_PER_ELEMENT: number;
+  readonly name: string;
+};
+
+const kConstructors: Record<DType, TypedArrayConstructor> = {
+  float32: Float32Array,
+  float64: Float64Array,
+  int8: Int8Array,
+  int16: Int16Array,
+  int32: Int32Array,
+  uint8: Uint8Array,
+  uint16: Uint16Array,
+  uint32: Uint32Array,
+  int64: BigInt64Array as unknown as TypedArrayConstructor,
+  uint64: BigUint64Array as unknown as TypedArrayConstructor,
+};
+
+/** Wire codes of the dtypes (stable: they travel in negotiation messages). */
+export const kDTypes: readonly DType[] = [
+  'float32',
+  'float64',
+  'int8',
+  'int16',
+  'int32',
+  'uint8',
+  'uint16',
+  'uint32',
+  'int64',
+  'uint64',
+];
+
+/** The dtype of a typed array, or undefined when it is not one ringreduce accepts. */
+export function dtypeOf(value: unknown): DType | undefined {
+  if (value instanceof Float32Array) return 'float32';
+  if (value instanceof Float64Array) return 'float64';
+  if (value instanceof Int32Array) return 'int32';
+  if (value instanceof BigInt64Array) return 'int64';
+  if (value instanceof Uint8Array && !(value instanceof Uint8ClampedArray)) return 'uint8';
+  if (value instanceof Int8Array) return 'int8';
+  if (value instanceof Int16Array) return 'int16';
+  if (value instanceof Uint16Array) return 'uint16';
+  if (value instanceof Uint32Array) return 'uint32';
+  if (value instanceof BigUint64Array) return 'uint64';
+  return undefined;
+}
+
+export function constructorOf(dtype: DType): TypedArrayConstructor {
+  return kConstructors[dtype];
+}
+
+export function bytesPerElement(dtype: DType): number {
+  return kConstructors[dtype].BYTES_PER_ELEMENT;
+}
+
+export function isFloat(dtype: DType): boolean {
+  return dtype === 'float32' || dtype === 'float64';
+}
+
+export function isBigInt(dtype: DType): boolean {
+  return dtype === 'int64' || dtype === 'uint64';
+}
+
+/** A typed array of `dtype` viewing `length` elements of `buffer` from `byteOffset`. */
+export function viewOf(
+  dtype: DType,
+  buffer: ArrayBufferLike,
+  byteOffset = 0,
+  length?: number,
+): TypedArray {
+  const Ctor = kConstructors[dtype];
+  return length === undefined ? new Ctor(buffer, byteOffset) : new Ctor(buffer, byteOffset, length);
+}
+
+/** A zero-filled typed array of `dtype` backed by a SharedArrayBuffer (shared with the engine worker). */
+export function allocShared(dtype: DType, length: number): TypedArray {
+  const Ctor = kConstructors[dtype];
+  return new Ctor(new SharedArrayBuffer(length * Ctor.BYTES_PER_ELEMENT), 0, length);
+}

@@ -1,0 +1,39 @@
+/** Public types shared by the API, the engine and the algorithms. */
+
+export type DType =
+  | 'float32'
+  | 'float64'
+  | 'int8'
+  | 'int16'
+  | 'int32'
+  | 'uint8'
+  | 'uint16'
+  | 'uint32'
+  | 'int64'
+  | 'uint64';
+
+export type ReduceOp = 'sum' | 'average' | 'min' | 'max' | 'product';
+
+export type CollectiveOp = 'allreduce' | 'allgather' | 'broadcast' | 'barrier';
+
+/** Every typed array class ringreduce accepts (Uint8ClampedArray is refused: it clamps, it does not wrap). */
+export type TypedArray =
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Int16Array
+  | Int32Array
+  | Uint8Array
+  | Uint16Array
+  | Uint32Array
+  | BigInt64Array
+  | BigUint64Array;
+
+/** A tensor with an explicit shape; product(shape) === data.length. */
+export interface ShapedTensor<T extends TypedArray = TypedArray> {
+  data: T;
+  shape: readonly number[];
+}
+
+/** What a collective accepts: a 1-D typed array, or data with a shape. */
+export type TensorLike<T extends TypedArray = TypedArray> = T | ShapedTensor<T>;

@@ -1,0 +1,47 @@
+/**
+ * Transport: the small contract every backend (tcp, memory, and later mpi) implements, and the
+ * only thing the algorithms and the engine know about the network.
+ *
+ * Two planes share the links between ranks:
+ *
+ * - Data plane. `send(peer, tag, data)` is matched on the receiving side by
+ *   `recv(peer, tag, into)`, first-in first-out per (peer, tag). The receiver always knows the
+ *   exact length (the algorithms do), so a message whose length differs from `into.byteLength`
+ *   is a ProtocolError. A backend should land the bytes straight in `into` when the receive is
+ *   posted before the bytes arrive, and stage them otherwise. Zero-length messages are legal.
+ *   `send` resolves once `data` may be reused; the caller must not modify it before then.
+ * - Control plane. `sendControl(peer, payload)` delivers a variable-length message to the
+ *   handler set with `onControl` on the peer, in order per peer. The engine's negotiation
+ *   uses it; payloads are small.
+ *
+ * Deadlines and failures:
+ * - A `recv` that makes no progress for the backend's I/O timeout rejects with TimeoutError
+ *   naming the peer and tag.
+ * - When the link to a peer breaks (closed, reset, malformed frame), every pending and future
+ *   send/recv with that peer rejects with PeerFailureError naming the rank, and the handler set
+ *   with `onPeerFailure` is called once for that peer.
+ * - `close()` rejects pending operations with ShutdownError, releases every socket and timer,
+ *   and is idempotent.
+ *
+ * A rank never sends to itself; `peer` is always in [0, size) and differs from `rank`.
+ */
+import type { PeerFailureError } from '../api/errors.js';
+
+export type ControlHandler = (peer: number, payload: Uint8Array) => void;
+export type PeerFailureHandler = (peer: number, error: PeerFailureError) => void;
+
+export interface Transport {
+  readonly rank: number;
+  readonly size: number;
+  send(peer: number, tag: number, data: Uint8Array): Promise<void>;
+  recv(peer: number, tag: number, into: Uint8Array): Promise<void>;
+  sendControl(peer: number, payload: Uint8Array): Promise<void>;
+  onControl(handler: ControlHandler): void;
+  onPeerFailure(handler: PeerFailureHandler): void;
+  close(): Promise<void>;
+}
+
+/** The bytes of a typed array, without copying. */
+export function bytesOf(view: ArrayBufferView): Uint8Array {
+  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}
