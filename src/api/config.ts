@@ -1,0 +1,147 @@
+/**
+ * The one place that reads the environment. `resolveConfig` merges init() options (which win)
+ * with the environment contract of docs/env.md into one frozen Config that the runtime and the
+ * engine share; nothing else looks at process.env.
+ *
+ * Rank and size come from the first source that sets them: RINGREDUCE_*, Open MPI
+ * (OMPI_COMM_WORLD_*), torchrun (RANK, WORLD_SIZE, ...), then Slurm or PMI. Without any, the
+ * process is a job of size 1.
+ */
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import type { LogLevel } from '../observability/logger.js';
+import { InvalidArgumentError } from './errors.js';
+
+export interface Config {
+  readonly rank: number;
+  readonly size: number;
+  readonly localRank: number;
+  readonly localSize: number;
+  readonly crossRank: number;
+  readonly crossSize: number;
+  /** Where rank 0 hosts the rendezvous store and the others find it. */
+  readonly storeHost: string;
+  readonly storePort: number;
+  /** The address this rank binds its data listener to and advertises to its peers. */
+  readonly address: string;
+  readonly jobId: string;
+  readonly startTimeoutMs: number;
+  readonly ioTimeoutMs: number;
+  readonly stallTimeoutMs: number;
+  readonly logLevel: LogLevel;
+}
+
+const rankField = z.number().int().nonnegative();
+const timeoutField = z.number().int().nonnegative();
+
+const kOptionsSchema = z.strictObject({
+  rank: rankField.optional(),
+  size: z.number().int().positive().optional(),
+  localRank: rankField.optional(),
+  localSize: z.number().int().positive().optional(),
+  crossRank: rankField.optional(),
+  crossSize: z.number().int().positive().optional(),
+  storeAddress: z.string().min(1).optional(),
+  address: z.string().min(1).optional(),
+  jobId: z.string().min(1).max(128).optional(),
+  startTimeoutMs: z.number().int().positive().optional(),
+  ioTimeoutMs: z.number().int().positive().optional(),
+  stallTimeoutMs: timeoutField.optional(),
+  logLevel: z.enum(['error', 'warn', 'info', 'debug']).optional(),
+});
+
+/** Options of init(); each wins over its environment variable (docs/env.md). */
+export type InitOptions = z.input<typeof kOptionsSchema>;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function envInt(env: Env, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidArgumentError(`environment variable ${name}=${JSON.stringify(raw)} is not a non-negative integer`);
+  }
+  return value;
+}
+
+/** The first source, in precedence order, that sets both rank and size. */
+function rankAndSizeFromEnv(env: Env) {
+  const sources = [
+    ['RINGREDUCE_RANK', 'RINGREDUCE_SIZE', 'RINGREDUCE_LOCAL_RANK', 'RINGREDUCE_LOCAL_SIZE'],
+    ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK', 'OMPI_COMM_WORLD_LOCAL_SIZE'],
+    ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'],
+    ['SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_LOCALID', 'SLURM_NTASKS_PER_NODE'],
+    ['PMI_RANK', 'PMI_SIZE', 'MPI_LOCALRANKID', 'MPI_LOCALNRANKS'],
+  ] as const;
+  for (const [r, s, lr, ls] of sources) {
+    const rank = envInt(env, r);
+    const size = envInt(env, s);
+    if (rank !== undefined && size !== undefined) {
+      return { rank, size, localRank: envInt(env, lr), localSize: envInt(env, ls) };
+    }
+  }
+  return undefined;
+}
+
+function parseHostPort(text: string, what: string): { host: string; port: number } {
+  const match = /^\[?([^\]]*?)\]?:(\d+)$/.exec(text);
+  const port = match ? Number(match[2]) : Number.NaN;
+  if (!match || !match[1] || !(port >= 0 && port <= 65535)) {
+    throw new InvalidArgumentError(`${what} must be host:port, got ${JSON.stringify(text)}`);
+  }
+  return { host: match[1], port };
+}
+
+function storeAddressFromEnv(env: Env): string | undefined {
+  if (env.RINGREDUCE_STORE_ADDR) return env.RINGREDUCE_STORE_ADDR;
+  if (env.MASTER_ADDR && env.MASTER_PORT) return `${env.MASTER_ADDR}:${env.MASTER_PORT}`;
+  return undefined;
+}
+
+export function resolveConfig(options: InitOptions = {}, env: Env = process.env): Config {
+  const parsed = kOptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue?.path.length ? `init option '${issue.path.join('.')}'` : 'init options';
+    throw new InvalidArgumentError(`${where}: ${issue?.message ?? 'invalid'}`);
+  }
+  const o = parsed.data;
+  const fromEnv = rankAndSizeFromEnv(env);
+  const size = o.size ?? fromEnv?.size ?? 1;
+  const rank = o.rank ?? fromEnv?.rank ?? 0;
+  if (rank >= size) throw new InvalidArgumentError(`rank ${rank} is out of range for a job of size ${size}`);
+  const localSize = o.localSize ?? fromEnv?.localSize ?? size;
+  const localRank = o.localRank ?? fromEnv?.localRank ?? rank;
+  const crossSize = o.crossSize ?? envInt(env, 'RINGREDUCE_CROSS_SIZE') ?? 1;
+  const crossRank = o.crossRank ?? envInt(env, 'RINGREDUCE_CROSS_RANK') ?? 0;
+
+  const storeText = o.storeAddress ?? storeAddressFromEnv(env);
+  if (size > 1 && storeText === undefined) {
+    throw new InvalidArgumentError(
+      `a job of size ${size} needs the rendezvous address: set RINGREDUCE_STORE_ADDR (or MASTER_ADDR and MASTER_PORT), or start the job with ringrun`,
+    );
+  }
+  const store = storeText === undefined ? { host: '127.0.0.1', port: 0 } : parseHostPort(storeText, 'store address');
+  const logLevel = o.logLevel ?? env.RINGREDUCE_LOG_LEVEL ?? 'warn';
+  if (!['error', 'warn', 'info', 'debug'].includes(logLevel)) {
+    throw new InvalidArgumentError(`RINGREDUCE_LOG_LEVEL must be error, warn, info or debug, got ${JSON.stringify(logLevel)}`);
+  }
+
+  return Object.freeze({
+    rank,
+    size,
+    localRank,
+    localSize,
+    crossRank,
+    crossSize,
+    storeHost: store.host,
+    storePort: store.port,
+    address: o.address ?? env.RINGREDUCE_ADDRESS ?? '127.0.0.1',
+    jobId: o.jobId ?? env.RINGREDUCE_JOB_ID ?? (size === 1 ? randomBytes(8).toString('hex') : 'ringreduce'),
+    startTimeoutMs: o.startTimeoutMs ?? envInt(env, 'RINGREDUCE_START_TIMEOUT_MS') ?? 30_000,
+    ioTimeoutMs: o.ioTimeoutMs ?? envInt(env, 'RINGREDUCE_IO_TIMEOUT_MS') ?? 30_000,
+    stallTimeoutMs: o.stallTimeoutMs ?? envInt(env, 'RINGREDUCE_STALL_TIMEOUT_MS') ?? 60_000,
+    logLevel: logLevel as LogLevel,
+  });
+}

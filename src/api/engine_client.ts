@@ -1,0 +1,180 @@
+/**
+ * The caller's side of the engine: starts the worker thread, hands it requests, and settles
+ * each call when the engine posts its completion. Completions arrive on a MessagePort rather
+ * than the worker's own channel, because a caller blocked in a ...Sync call cannot run its event
+ * loop: it sleeps in Atomics.wait on a shared counter that the engine bumps after each post, and
+ * then drains the port itself with receiveMessageOnPort.
+ *
+ * The worker and the port keep the process alive only while a call is pending, so a script that
+ * forgets shutdown() still exits.
+ */
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
+import type { Request } from '../engine/messages.js';
+import { type FromEngine, kSignalCompletions, type ToEngine, type WorkerInit } from '../engine/worker_protocol.js';
+import type { Config } from './config.js';
+import { fromErrorRecord, RingReduceError, ShutdownError, TimeoutError } from './errors.js';
+import type { TypedArray } from './types.js';
+
+export interface Completion {
+  output?: TypedArray;
+  shape?: number[];
+}
+
+interface PendingCall {
+  resolve: (completion: Completion) => void;
+  reject: (error: Error) => void;
+}
+
+const kWorkerUrl = new URL('../engine/worker.js', import.meta.url);
+
+export class EngineClient {
+  private readonly pending = new Map<number, PendingCall>();
+  private nextId = 1;
+  private closed = false;
+  private onReady: PendingCall | undefined;
+  private onClosed: (() => void) | undefined;
+
+  private constructor(
+    private readonly worker: Worker,
+    private readonly port: MessagePort,
+    private readonly signal: Int32Array,
+    private readonly syncTimeoutMs: number,
+  ) {
+    port.on('message', (message: FromEngine) => this.dispatch(message));
+    worker.on('error', (error) => this.die(new RingReduceError(`the ringreduce engine thread crashed: ${error.message}`)));
+    worker.on('exit', (code) => this.die(new ShutdownError(`the ringreduce engine thread exited (code ${code})`)));
+  }
+
+  /** Starts the engine and resolves once it has joined the job (rendezvous and connections done). */
+  static async start(config: Config): Promise<EngineClient> {
+    const { port1, port2 } = new MessageChannel();
+    const signal = new Int32Array(new SharedArrayBuffer(8));
+    const init: WorkerInit = { config, port: port2, signal };
+    const worker = new Worker(kWorkerUrl, { workerData: init, transferList: [port2] });
+    const syncTimeoutMs = (config.stallTimeoutMs > 0 ? config.stallTimeoutMs : 600_000) + config.ioTimeoutMs + 5_000;
+    const client = new EngineClient(worker, port1, signal, syncTimeoutMs);
+    await new Promise<Completion>((resolve, reject) => {
+      client.onReady = { resolve, reject };
+    });
+    client.updateRefs();
+    return client;
+  }
+
+  /** Submits a request; the promise settles when every rank has run it (or it failed). */
+  submit(request: Request, buffer: TypedArray | undefined): Promise<Completion> {
+    const id = this.post(request, buffer);
+    return new Promise<Completion>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.updateRefs();
+    });
+  }
+
+  /** Submits a request and blocks this thread until it settles. Throws what `submit` would reject with. */
+  submitSync(request: Request, buffer: TypedArray | undefined): Completion {
+    const id = this.post(request, buffer);
+    let result: { ok: true; value: Completion } | { ok: false; error: Error } | undefined;
+    this.pending.set(id, {
+      resolve: (value) => {
+        result = { ok: true, value };
+      },
+      reject: (error) => {
+        result = { ok: false, error };
+      },
+    });
+    const deadline = performance.now() + this.syncTimeoutMs;
+    while (result === undefined) {
+      const seen = Atomics.load(this.signal, kSignalCompletions);
+      this.drain();
+      if (result !== undefined) break;
+      const left = deadline - performance.now();
+      if (left <= 0 || this.closed) {
+        this.pending.delete(id);
+        throw this.closed
+          ? new ShutdownError(`${request.op} '${request.name}': the engine stopped`)
+          : new TimeoutError(`${request.op} '${request.name}' did not complete within ${this.syncTimeoutMs} ms`);
+      }
+      Atomics.wait(this.signal, kSignalCompletions, seen, left);
+    }
+    if (!result.ok) throw result.error;
+    return result.value;
+  }
+
+  async shutdown(): Promise<void> {
+    if (this.closed) return;
+    const closed = new Promise<void>((resolve) => {
+      this.onClosed = resolve;
+    });
+    this.port.ref();
+    this.worker.postMessage({ type: 'shutdown' } satisfies ToEngine);
+    await closed;
+    await this.worker.terminate();
+  }
+
+  private post(request: Request, buffer: TypedArray | undefined): number {
+    if (this.closed) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
+    const id = this.nextId++;
+    this.worker.postMessage({ type: 'enqueue', id, request, buffer } satisfies ToEngine);
+    return id;
+  }
+
+  private drain(): void {
+    for (let m = receiveMessageOnPort(this.port); m !== undefined; m = receiveMessageOnPort(this.port)) {
+      this.dispatch(m.message as FromEngine);
+    }
+  }
+
+  private dispatch(message: FromEngine): void {
+    switch (message.type) {
+      case 'ready':
+        this.onReady?.resolve({});
+        this.onReady = undefined;
+        return;
+      case 'init-failed':
+        this.onReady?.reject(fromErrorRecord(message.error));
+        this.onReady = undefined;
+        this.closed = true;
+        void this.worker.terminate();
+        return;
+      case 'done':
+      case 'failed': {
+        const call = this.pending.get(message.id);
+        if (!call) return;
+        this.pending.delete(message.id);
+        this.updateRefs();
+        if (message.type === 'failed') call.reject(fromErrorRecord(message.error));
+        else call.resolve({ output: message.output, shape: message.shape });
+        return;
+      }
+      case 'closed':
+        this.closed = true;
+        this.rejectAll(new ShutdownError('ringreduce was shut down while this collective was pending'));
+        this.onClosed?.();
+        return;
+    }
+  }
+
+  private die(error: Error): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onReady?.reject(error);
+    this.onReady = undefined;
+    this.rejectAll(error);
+    this.onClosed?.();
+  }
+
+  private rejectAll(error: Error): void {
+    for (const call of this.pending.values()) call.reject(error);
+    this.pending.clear();
+    this.updateRefs();
+  }
+
+  private updateRefs(): void {
+    if (this.pending.size > 0 || this.onReady || this.onClosed) {
+      this.worker.ref();
+      this.port.ref();
+    } else {
+      this.worker.unref();
+      this.port.unref();
+    }
+  }
+}

@@ -1,0 +1,231 @@
+/**
+ * RingReduce: one rank's membership of a job. It owns the engine (a worker thread) and exposes
+ * the collectives. The module-level functions of the package use a default instance; create
+ * several instances to run several ranks in one process (the tests do).
+ */
+import type { Request } from '../engine/messages.js';
+import { type Config, type InitOptions, resolveConfig } from './config.js';
+import { allocShared } from './dtypes.js';
+import { type Completion, EngineClient } from './engine_client.js';
+import { InvalidArgumentError, ShutdownError } from './errors.js';
+import { checkOptions, type ParsedTensor, parseName, parseReduceOp, parseRoot, parseTensor } from './tensor_args.js';
+import type { CollectiveOp, ReduceOp, ShapedTensor, TensorLike, TypedArray } from './types.js';
+
+export interface AllreduceOptions {
+  /** Same name on every rank = same collective. Default: named by call order per op. */
+  name?: string;
+  /** Default 'sum'. 'average' needs a float dtype. */
+  op?: ReduceOp;
+}
+export interface AllgatherOptions {
+  name?: string;
+}
+export interface BroadcastOptions {
+  name?: string;
+  /** The rank whose tensor every rank receives. Default 0. */
+  root?: number;
+}
+export interface BarrierOptions {
+  name?: string;
+}
+
+/** A typed array in gives the same class out; { data, shape } in gives { data, shape } out. */
+export type Result<T extends TensorLike> = T extends TypedArray ? T : ShapedTensor<TypedArray>;
+
+/** A collective prepared on the caller's thread: the request and the buffers it owns. */
+interface Prepared {
+  request: Request;
+  /** What the engine works on: the output (allreduce, broadcast) or a copy of the input (allgather). */
+  buffer: TypedArray | undefined;
+  finish: (completion: Completion) => unknown;
+}
+
+export class RingReduce {
+  private readonly unnamedCounters: Record<CollectiveOp, number> = {
+    allreduce: 0,
+    allgather: 0,
+    broadcast: 0,
+    barrier: 0,
+  };
+  private readonly inFlight = new Set<string>();
+  private shutDown = false;
+
+  private constructor(
+    readonly config: Config,
+    private readonly engine: EngineClient,
+  ) {}
+
+  /**
+   * Joins the job described by the environment (see docs/env.md), or by `options`, which win.
+   * Resolves once every rank has joined and the connections are up.
+   * @example const rr = await RingReduce.init(); console.log(rr.rank(), rr.size());
+   */
+  static async init(options: InitOptions = {}): Promise<RingReduce> {
+    const config = resolveConfig(options);
+    return new RingReduce(config, await EngineClient.start(config));
+  }
+
+  rank(): number {
+    return this.config.rank;
+  }
+  size(): number {
+    return this.config.size;
+  }
+  localRank(): number {
+    return this.config.localRank;
+  }
+  localSize(): number {
+    return this.config.localSize;
+  }
+  crossRank(): number {
+    return this.config.crossRank;
+  }
+  crossSize(): number {
+    return this.config.crossSize;
+  }
+
+  /**
+   * Reduces `tensor` element-wise across all ranks; every rank gets the result.
+   * @example const sum = await rr.allreduce(new Float32Array([1, 2, 3]), { name: 'grad', op: 'sum' });
+   */
+  async allreduce<T extends TensorLike>(tensor: T, options?: AllreduceOptions): Promise<Result<T>> {
+    // The synchronous part of an async function runs at call time: the input is copied now.
+    return this.run(this.prepareAllreduce(tensor, options)) as Promise<Result<T>>;
+  }
+  /** allreduce that blocks the calling thread (only) until done. */
+  allreduceSync<T extends TensorLike>(tensor: T, options?: AllreduceOptions): Result<T> {
+    return this.runSync(this.prepareAllreduce(tensor, options)) as Result<T>;
+  }
+
+  /**
+   * Concatenates every rank's tensor along the first dimension, in rank order. The first
+   * dimension may differ per rank; the others must match.
+   * @example const all = await rr.allgather({ data: rows, shape: [n, 4] }); // all.shape = [Σn, 4]
+   */
+  async allgather<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Promise<Result<T>> {
+    return this.run(this.prepareAllgather(tensor, options)) as Promise<Result<T>>;
+  }
+  allgatherSync<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Result<T> {
+    return this.runSync(this.prepareAllgather(tensor, options)) as Result<T>;
+  }
+
+  /**
+   * Every rank receives the root's tensor. Every rank passes a tensor of the same shape and
+   * dtype; the non-roots' values are ignored (and never modified).
+   * @example const w = await rr.broadcast(weights, { root: 0, name: 'weights' });
+   */
+  async broadcast<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Promise<Result<T>> {
+    return this.run(this.prepareBroadcast(tensor, options)) as Promise<Result<T>>;
+  }
+  broadcastSync<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Result<T> {
+    return this.runSync(this.prepareBroadcast(tensor, options)) as Result<T>;
+  }
+
+  /** Resolves once every rank has called barrier. */
+  async barrier(options?: BarrierOptions): Promise<void> {
+    await this.run(this.prepareBarrier(options));
+  }
+  barrierSync(options?: BarrierOptions): void {
+    this.runSync(this.prepareBarrier(options));
+  }
+
+  /**
+   * Leaves the job: collectives still queued reject with ShutdownError, and the engine waits
+   * (up to the I/O timeout) for the other ranks to shut down too, like MPI_Finalize.
+   */
+  async shutdown(): Promise<void> {
+    if (this.shutDown) return;
+    this.shutDown = true;
+    await this.engine.shutdown();
+  }
+
+  private prepareAllreduce(tensor: unknown, options: unknown): Prepared {
+    const o = checkOptions(options, ['name', 'op']);
+    const t = parseTensor(tensor);
+    const reduceOp = parseReduceOp(o.op, t.dtype);
+    const output = allocShared(t.dtype, t.data.length);
+    output.set(t.data as never);
+    return this.prepared('allreduce', parseName(o.name), t, reduceOp, -1, output);
+  }
+
+  private prepareAllgather(tensor: unknown, options: unknown): Prepared {
+    const o = checkOptions(options, ['name']);
+    const t = parseTensor(tensor);
+    if (t.shape.length === 0) {
+      throw new InvalidArgumentError('tensor of allgather must have at least one dimension (it is concatenated along the first)');
+    }
+    const input = allocShared(t.dtype, t.data.length);
+    input.set(t.data as never);
+    return this.prepared('allgather', parseName(o.name), t, 'sum', -1, input);
+  }
+
+  private prepareBroadcast(tensor: unknown, options: unknown): Prepared {
+    const o = checkOptions(options, ['name', 'root']);
+    const t = parseTensor(tensor);
+    const root = parseRoot(o.root, this.config.size);
+    const output = allocShared(t.dtype, t.data.length);
+    if (root === this.config.rank) output.set(t.data as never);
+    return this.prepared('broadcast', parseName(o.name), t, 'sum', root, output);
+  }
+
+  private prepareBarrier(options: unknown): Prepared {
+    const o = checkOptions(options, ['name']);
+    const request: Request = {
+      name: this.nameFor('barrier', parseName(o.name)),
+      op: 'barrier',
+      dtype: 'uint8',
+      shape: [0],
+      reduceOp: 'sum',
+      root: -1,
+    };
+    return { request, buffer: undefined, finish: () => undefined };
+  }
+
+  private prepared(
+    op: CollectiveOp,
+    name: string | undefined,
+    t: ParsedTensor,
+    reduceOp: ReduceOp,
+    root: number,
+    buffer: TypedArray,
+  ): Prepared {
+    const request: Request = { name: this.nameFor(op, name), op, dtype: t.dtype, shape: t.shape, reduceOp, root };
+    const finish = (completion: Completion) => {
+      const data = completion.output ?? buffer;
+      const shape = completion.shape ?? t.shape;
+      return t.shaped ? { data, shape } : data;
+    };
+    return { request, buffer, finish };
+  }
+
+  private nameFor(op: CollectiveOp, name: string | undefined): string {
+    // Unnamed calls are matched across ranks by their order per op; '#' keeps them apart from user names.
+    return name ?? `${op}#${this.unnamedCounters[op]++}`;
+  }
+
+  private claim(request: Request): void {
+    if (this.shutDown) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
+    if (this.inFlight.has(request.name)) {
+      throw new InvalidArgumentError(`a collective named '${request.name}' is already in flight on rank ${this.config.rank}`);
+    }
+    this.inFlight.add(request.name);
+  }
+
+  private async run(prepared: Prepared): Promise<unknown> {
+    this.claim(prepared.request);
+    try {
+      return prepared.finish(await this.engine.submit(prepared.request, prepared.buffer));
+    } finally {
+      this.inFlight.delete(prepared.request.name);
+    }
+  }
+
+  private runSync(prepared: Prepared): unknown {
+    this.claim(prepared.request);
+    try {
+      return prepared.finish(this.engine.submitSync(prepared.request, prepared.buffer));
+    } finally {
+      this.inFlight.delete(prepared.request.name);
+    }
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * Argument checking at the edge, done once per call: after this the engine trusts what it gets.
+ * Every error names the argument and what was wrong with it.
+ */
+import { dtypeOf, isFloat } from './dtypes.js';
+import { InvalidArgumentError } from './errors.js';
+import type { DType, ReduceOp, TensorLike, TypedArray } from './types.js';
+
+export interface ParsedTensor {
+  data: TypedArray;
+  shape: number[];
+  dtype: DType;
+  /** Whether the caller passed { data, shape } (and so gets { data, shape } back). */
+  shaped: boolean;
+}
+
+const kReduceOps: readonly ReduceOp[] = ['sum', 'average', 'min', 'max', 'product'];
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value !== 'object') return typeof value;
+  return (value as object).constructor?.name ?? 'object';
+}
+
+function checkDType(data: unknown, argName: string): DType {
+  const dtype = dtypeOf(data);
+  if (dtype === undefined) {
+    const hint = data instanceof Uint8ClampedArray ? ' (Uint8ClampedArray clamps instead of wrapping; use Uint8Array)' : '';
+    throw new InvalidArgumentError(
+      `${argName} must be a typed array (Float32Array, Float64Array, Int8/16/32Array, Uint8/16/32Array, BigInt64Array or BigUint64Array), got ${describe(data)}${hint}`,
+    );
+  }
+  return dtype;
+}
+
+export function parseTensor(value: TensorLike | unknown, argName = 'tensor'): ParsedTensor {
+  if (ArrayBuffer.isView(value)) {
+    const dtype = checkDType(value, argName);
+    const data = value as TypedArray;
+    return { data, shape: [data.length], dtype, shaped: false };
+  }
+  if (typeof value !== 'object' || value === null || !('data' in value) || !('shape' in value)) {
+    throw new InvalidArgumentError(`${argName} must be a typed array or { data, shape }, got ${describe(value)}`);
+  }
+  const { data, shape } = value as { data: unknown; shape: unknown };
+  const dtype = checkDType(data, `${argName}.data`);
+  if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+    throw new InvalidArgumentError(`${argName}.shape must be an array of non-negative integers, got ${JSON.stringify(shape)}`);
+  }
+  const typed = data as TypedArray;
+  const count = shape.reduce((a: number, b: number) => a * b, 1);
+  if (count !== typed.length) {
+    throw new InvalidArgumentError(
+      `${argName}.shape [${shape.join(', ')}] holds ${count} elements but ${argName}.data has ${typed.length}`,
+    );
+  }
+  return { data: typed, shape: [...shape], dtype, shaped: true };
+}
+
+export function parseName(name: unknown): string | undefined {
+  if (name === undefined) return undefined;
+  if (typeof name !== 'string' || name.length === 0 || name.length > 1024) {
+    throw new InvalidArgumentError(`option 'name' must be a non-empty string of at most 1024 characters, got ${JSON.stringify(name)}`);
+  }
+  return name;
+}
+
+export function parseReduceOp(op: unknown, dtype: DType): ReduceOp {
+  if (op === undefined) return 'sum';
+  if (!kReduceOps.includes(op as ReduceOp)) {
+    throw new InvalidArgumentError(`option 'op' must be one of ${kReduceOps.join(', ')}, got ${JSON.stringify(op)}`);
+  }
+  if (op === 'average' && !isFloat(dtype)) {
+    throw new InvalidArgumentError(
+      `option 'op' is 'average' but the tensor is ${dtype}: an integer average would truncate; use op 'sum' and divide`,
+    );
+  }
+  return op as ReduceOp;
+}
+
+export function parseRoot(root: unknown, size: number): number {
+  if (root === undefined) return 0;
+  if (!Number.isInteger(root) || (root as number) < 0 || (root as number) >= size) {
+    throw new InvalidArgumentError(`option 'root' must be an integer rank in [0, ${size - 1}], got ${JSON.stringify(root)}`);
+  }
+  return root as number;
+}
+
+export function checkOptions(options: unknown, allowed: readonly string[]): Record<string, unknown> {
+  if (options === undefined) return {};
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidArgumentError(`options must be an object, got ${describe(options)}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (!allowed.includes(key)) {
+      throw new InvalidArgumentError(`unknown option '${key}' (allowed: ${allowed.join(', ')})`);
+    }
+  }
+  return options as Record<string, unknown>;
+}

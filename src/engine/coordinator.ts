@@ -1,0 +1,123 @@
+/**
+ * The coordinator, run by rank 0's engine: it counts, per tensor name, which ranks have
+ * reported the name ready; when all have, it checks that they agree (validation.ts) and
+ * appends the response to the list it sends every rank. Because every rank receives the same
+ * responses in the same order over ordered links, every rank executes collectives in one
+ * agreed order, whatever order the ranks submitted them in.
+ *
+ * Stalls: when a name has waited `stallTimeoutMs` for some ranks, the coordinator fails it on
+ * every rank with a TimeoutError that names the ranks that did and did not submit it. One
+ * timer is armed, for the oldest waiting name; an idle job has no timer at all.
+ */
+import type { Logger } from '../observability/logger.js';
+import type { Request, Response } from './messages.js';
+import { negotiate } from './validation.js';
+
+interface Pending {
+  requests: (Request | undefined)[];
+  count: number;
+  since: number;
+}
+
+export interface CoordinatorOptions {
+  size: number;
+  stallTimeoutMs: number;
+  /** Sends the responses to every rank, rank 0 included, in this order. */
+  publish: (responses: Response[]) => void;
+  /** Tells every rank that all ranks asked to shut down. */
+  publishShutdown: () => void;
+  logger: Logger;
+  now?: () => number;
+}
+
+export class Coordinator {
+  // A Map iterates in insertion order, so the first entry is always the oldest waiting name.
+  private readonly pending = new Map<string, Pending>();
+  private readonly shutdownRanks = new Set<number>();
+  private stallTimer: NodeJS.Timeout | undefined;
+  private readonly now: () => number;
+
+  constructor(private readonly options: CoordinatorOptions) {
+    this.now = options.now ?? (() => performance.now());
+  }
+
+  /** One rank's report of newly ready requests (the end of the list is its DONE marker). */
+  onRequests(rank: number, requests: readonly Request[]): void {
+    const ready: Response[] = [];
+    for (const request of requests) {
+      const response = this.add(rank, request);
+      if (response) ready.push(response);
+    }
+    if (ready.length > 0) this.options.publish(ready);
+    this.armStallTimer();
+  }
+
+  onShutdown(rank: number): void {
+    this.shutdownRanks.add(rank);
+    if (this.shutdownRanks.size === this.options.size) this.options.publishShutdown();
+  }
+
+  /** Names some rank has reported and not every rank has (for diagnostics). */
+  waitingNames(): string[] {
+    return [...this.pending.keys()];
+  }
+
+  close(): void {
+    clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
+    this.pending.clear();
+  }
+
+  private add(rank: number, request: Request): Response | undefined {
+    const { name } = request;
+    let entry = this.pending.get(name);
+    if (!entry) {
+      entry = { requests: new Array(this.options.size).fill(undefined), count: 0, since: this.now() };
+      this.pending.set(name, entry);
+    }
+    if (entry.requests[rank] !== undefined) {
+      this.pending.delete(name);
+      return {
+        kind: 'error',
+        names: [name],
+        errorKind: 'InvalidArgumentError',
+        message: `Rank ${rank} submitted tensor '${name}' twice before every rank had submitted it once.`,
+      };
+    }
+    entry.requests[rank] = request;
+    entry.count++;
+    if (entry.count < this.options.size) return undefined;
+    this.pending.delete(name);
+    return negotiate(name, entry.requests as Request[]);
+  }
+
+  private armStallTimer(): void {
+    clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
+    const { stallTimeoutMs } = this.options;
+    const oldest = this.pending.values().next().value as Pending | undefined;
+    if (stallTimeoutMs <= 0 || !oldest) return;
+    const delay = Math.max(0, oldest.since + stallTimeoutMs - this.now());
+    this.stallTimer = setTimeout(() => this.failStalled(), delay);
+    this.stallTimer.unref();
+  }
+
+  private failStalled(): void {
+    const deadline = this.now() - this.options.stallTimeoutMs;
+    const failed: Response[] = [];
+    for (const [name, entry] of this.pending) {
+      if (entry.since > deadline) break;
+      this.pending.delete(name);
+      const submitted: number[] = [];
+      const missing: number[] = [];
+      entry.requests.forEach((r, rank) => (r ? submitted : missing).push(rank));
+      const message =
+        `Collective '${name}' timed out after ${this.options.stallTimeoutMs} ms in negotiation: ` +
+        `ranks ${missing.join(', ')} did not submit it (ranks ${submitted.join(', ')} did).`;
+      this.options.logger.error(message);
+      failed.push({ kind: 'error', names: [name], errorKind: 'TimeoutError', message });
+    }
+    if (failed.length > 0) this.options.publish(failed);
+    this.armStallTimer();
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * The engine of one rank, running in its worker thread. It orchestrates the pipeline
+ *
+ *   enqueue → report to the coordinator → agreed response → execute → settle
+ *
+ * and owns the stages (TensorQueue, Coordinator on rank 0, Executor) and the transport. It
+ * wakes only on events: a request from the caller's thread, a control message from a peer, a
+ * finished algorithm or a timer with a deadline; an idle engine uses no CPU.
+ *
+ * Failure model: a broken link to any peer breaks the job (a collective needs every rank):
+ * every pending and future collective rejects with the PeerFailureError naming that peer.
+ * Mismatches and stalls fail only the collectives concerned; the job goes on.
+ */
+import { fromErrorRecord, PeerFailureError, type RingReduceError, ShutdownError, toErrorRecord } from '../api/errors.js';
+import type { Config } from '../api/config.js';
+import type { Logger } from '../observability/logger.js';
+import type { Transport } from '../transport/transport.js';
+import { decodeControl, encodeControl } from './codec.js';
+import { Coordinator } from './coordinator.js';
+import { Executor } from './executor.js';
+import type { ControlMessage, Request, Response } from './messages.js';
+import { type Entry, TensorQueue } from './tensor_queue.js';
+import type { FromEngine } from './worker_protocol.js';
+
+const kCoordinator = 0;
+
+export class Engine {
+  private readonly queue = new TensorQueue();
+  private readonly executor: Executor;
+  private readonly coordinator: Coordinator | undefined;
+  private outbox: Request[] = [];
+  private flushScheduled = false;
+  /** Runs executions one after another, in the agreed order. */
+  private chain: Promise<void> = Promise.resolve();
+  private failure: RingReduceError | undefined;
+  private closing = false;
+  private shutdownAcked: (() => void) | undefined;
+  private readonly failedPeers = new Set<number>();
+
+  constructor(
+    private readonly config: Config,
+    private readonly transport: Transport,
+    private readonly post: (message: FromEngine) => void,
+    private readonly logger: Logger,
+  ) {
+    this.executor = new Executor(transport);
+    if (config.rank === kCoordinator) {
+      this.coordinator = new Coordinator({
+        size: config.size,
+        stallTimeoutMs: config.stallTimeoutMs,
+        publish: (responses) => this.publish({ type: 'responses', responses }),
+        publishShutdown: () => this.publish({ type: 'shutdown-ack' }),
+        logger,
+      });
+    }
+    transport.onControl((peer, payload) => this.onControl(peer, payload));
+    transport.onPeerFailure((peer, error) => this.onPeerFailure(peer, error));
+  }
+
+  enqueue(id: number, request: Request, buffer: Entry['buffer']): void {
+    if (this.failure || this.closing) {
+      this.post({ type: 'failed', id, error: toErrorRecord(this.failure ?? new ShutdownError('ringreduce is shutting down')) });
+      return;
+    }
+    this.queue.add({ id, request, buffer });
+    this.outbox.push(request);
+    // Requests the caller made in one burst reach the coordinator as one report.
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  /** Finishes running collectives, rejects queued ones, and leaves the job with the others. */
+  async shutdown(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    this.failAll(new ShutdownError('ringreduce was shut down while this collective was pending'));
+    await this.chain;
+    if (!this.failure && this.config.size > 1) await this.leaveJob();
+    this.coordinator?.close();
+    this.executor.close();
+    await this.transport.close();
+  }
+
+  private async leaveJob(): Promise<void> {
+    const acked = new Promise<void>((resolve) => {
+      this.shutdownAcked = resolve;
+    });
+    this.sendToCoordinator({ type: 'shutdown' });
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        this.logger.warn(`shutdown: not every rank shut down within ${this.config.ioTimeoutMs} ms; leaving anyway`);
+        resolve();
+      }, this.config.ioTimeoutMs);
+    });
+    await Promise.race([acked, deadline]);
+    clearTimeout(timer);
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.outbox.length === 0 || this.failure) return;
+    const requests = this.outbox;
+    this.outbox = [];
+    this.sendToCoordinator({ type: 'requests', requests });
+  }
+
+  private sendToCoordinator(message: ControlMessage): void {
+    if (this.coordinator) {
+      this.handleAtCoordinator(this.config.rank, message);
+      return;
+    }
+    this.transport.sendControl(kCoordinator, encodeControl(message)).catch((error) => this.fail(error));
+  }
+
+  /** Sends a coordinator message to every rank, this one included. */
+  private publish(message: ControlMessage): void {
+    const bytes = encodeControl(message);
+    for (let peer = 0; peer < this.config.size; peer++) {
+      if (peer === this.config.rank || this.failedPeers.has(peer)) continue;
+      this.transport.sendControl(peer, bytes).catch((error) => this.fail(error));
+    }
+    this.handleAtRank(message);
+  }
+
+  private onControl(peer: number, payload: Uint8Array): void {
+    let message: ControlMessage;
+    try {
+      message = decodeControl(payload);
+    } catch (error) {
+      this.fail(new PeerFailureError(`rank ${peer} sent a malformed control message: ${(error as Error).message}`, peer));
+      return;
+    }
+    if (message.type === 'requests' || message.type === 'shutdown') this.handleAtCoordinator(peer, message);
+    else if (peer === kCoordinator) this.handleAtRank(message);
+  }
+
+  private handleAtCoordinator(rank: number, message: ControlMessage): void {
+    if (!this.coordinator) return;
+    if (message.type === 'requests') this.coordinator.onRequests(rank, message.requests);
+    else if (message.type === 'shutdown') this.coordinator.onShutdown(rank);
+  }
+
+  private handleAtRank(message: ControlMessage): void {
+    if (message.type === 'responses') {
+      for (const response of message.responses) this.schedule(response);
+    } else if (message.type === 'shutdown-ack') {
+      this.shutdownAcked?.();
+    }
+  }
+
+  private schedule(response: Response): void {
+    if (response.kind === 'error') {
+      const error = fromErrorRecord({ kind: response.errorKind, message: response.message });
+      for (const name of response.names) {
+        const entry = this.queue.take(name);
+        if (entry) this.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
+      }
+      return;
+    }
+    this.chain = this.chain.then(async () => {
+      for (const name of response.names) {
+        const entry = this.queue.take(name);
+        if (!entry) {
+          // Only possible once this rank has failed or begun shutting down; the peers will see it.
+          continue;
+        }
+        if (this.failure) {
+          this.post({ type: 'failed', id: entry.id, error: toErrorRecord(this.failure) });
+          continue;
+        }
+        try {
+          const result = await this.executor.execute(response, entry);
+          this.post({ type: 'done', id: entry.id, ...result });
+        } catch (error) {
+          this.post({ type: 'failed', id: entry.id, error: toErrorRecord(this.failure ?? error) });
+          if (!this.failure) this.fail(error);
+        }
+      }
+    });
+  }
+
+  private onPeerFailure(peer: number, error: PeerFailureError): void {
+    this.failedPeers.add(peer);
+    if (this.closing) {
+      // A rank that leaves during shutdown is done, not failed.
+      this.coordinator?.onShutdown(peer);
+      if (peer === kCoordinator) this.shutdownAcked?.();
+      return;
+    }
+    this.fail(error);
+  }
+
+  /** Breaks the job: every pending and future collective on this rank rejects with `error`. */
+  private fail(error: unknown): void {
+    if (this.failure) return;
+    const failure =
+      error instanceof PeerFailureError ? error : fromErrorRecord(toErrorRecord(error));
+    this.failure = failure;
+    this.logger.error(`job broken: ${failure.message}`);
+    this.failAll(failure);
+  }
+
+  private failAll(error: RingReduceError): void {
+    this.outbox = [];
+    for (const entry of this.queue.drain()) this.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
+  }
+}

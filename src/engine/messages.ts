@@ -1,0 +1,49 @@
+/**
+ * The negotiation messages between a rank's engine and the coordinator (rank 0).
+ *
+ * A rank reports the collectives it has ready as a RequestList (the end of the list is the
+ * "DONE" marker of the seed's protocol); the coordinator answers every rank with the same
+ * ResponseList, whose order is the order in which all ranks execute.
+ */
+import type { ErrorClassName } from '../api/errors.js';
+import type { CollectiveOp, DType, ReduceOp } from '../api/types.js';
+
+/** What one rank asks for: everything the coordinator needs to check that ranks agree. */
+export interface Request {
+  name: string;
+  op: CollectiveOp;
+  dtype: DType;
+  shape: number[];
+  reduceOp: ReduceOp;
+  /** Broadcast root; -1 for other ops. */
+  root: number;
+}
+
+/** Run `names` (one name today; several once fusion lands) with these agreed parameters. */
+export interface ExecuteResponse {
+  kind: 'execute';
+  names: string[];
+  op: CollectiveOp;
+  dtype: DType;
+  reduceOp: ReduceOp;
+  root: number;
+  /** Allgather only: the first dimension of each rank's tensor, in rank order. */
+  firstDims: number[];
+}
+
+/** Fail `names` on every rank that has them, with the same error everywhere. */
+export interface ErrorResponse {
+  kind: 'error';
+  names: string[];
+  errorKind: ErrorClassName;
+  message: string;
+}
+
+export type Response = ExecuteResponse | ErrorResponse;
+
+export type ControlMessage =
+  | { type: 'requests'; requests: Request[] }
+  | { type: 'responses'; responses: Response[] }
+  /** A rank's shutdown() reached its engine; the coordinator answers shutdown-ack once all did. */
+  | { type: 'shutdown' }
+  | { type: 'shutdown-ack' };

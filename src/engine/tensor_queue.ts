@@ -1,0 +1,41 @@
+/**
+ * The requests this rank has submitted and not yet finished, by name. The engine takes an
+ * entry out when the coordinator's response for its name arrives.
+ */
+import type { TypedArray } from '../api/types.js';
+import type { Request } from './messages.js';
+
+export interface Entry {
+  id: number;
+  request: Request;
+  buffer: TypedArray | undefined;
+}
+
+export class TensorQueue {
+  private readonly entries = new Map<string, Entry>();
+
+  add(entry: Entry): void {
+    this.entries.set(entry.request.name, entry);
+  }
+
+  has(name: string): boolean {
+    return this.entries.has(name);
+  }
+
+  take(name: string): Entry | undefined {
+    const entry = this.entries.get(name);
+    this.entries.delete(name);
+    return entry;
+  }
+
+  /** Removes and returns every entry (for failing them all at once). */
+  drain(): Entry[] {
+    const all = [...this.entries.values()];
+    this.entries.clear();
+    return all;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * The entry point of the engine's worker thread: connects the transport, then feeds the
+ * caller's messages to the Engine and posts completions back on the completion port, bumping
+ * the shared signal so a caller blocked in a ...Sync call wakes up.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { toErrorRecord } from '../api/errors.js';
+import { Logger } from '../observability/logger.js';
+import { SoloTransport } from '../transport/solo_transport.js';
+import { createTcpTransport } from '../transport/tcp/index.js';
+import type { Transport } from '../transport/transport.js';
+import { Engine } from './engine.js';
+import { type FromEngine, kSignalCompletions, type ToEngine, type WorkerInit } from './worker_protocol.js';
+
+const { config, port, signal } = workerData as WorkerInit;
+const logger = new Logger(`[rank ${config.rank}]`, config.logLevel);
+
+function post(message: FromEngine): void {
+  port.postMessage(message);
+  Atomics.add(signal, kSignalCompletions, 1);
+  Atomics.notify(signal, kSignalCompletions);
+}
+
+async function connect(): Promise<{ transport: Transport; close: () => Promise<void> }> {
+  if (config.size === 1) {
+    const transport = new SoloTransport();
+    return { transport, close: () => transport.close() };
+  }
+  return createTcpTransport({
+    rank: config.rank,
+    size: config.size,
+    storeAddress: { host: config.storeHost, port: config.storePort },
+    hostStore: config.rank === 0,
+    bindHost: config.address,
+    advertiseHost: config.address,
+    jobId: config.jobId,
+    startTimeoutMs: config.startTimeoutMs,
+    ioTimeoutMs: config.ioTimeoutMs,
+  });
+}
+
+async function main(): Promise<void> {
+  let connection: Awaited<ReturnType<typeof connect>>;
+  try {
+    connection = await connect();
+  } catch (error) {
+    post({ type: 'init-failed', error: toErrorRecord(error) });
+    port.close();
+    return;
+  }
+  const engine = new Engine(config, connection.transport, post, logger);
+  const onMessage = async (message: ToEngine): Promise<void> => {
+    if (message.type === 'enqueue') {
+      engine.enqueue(message.id, message.request, message.buffer);
+      return;
+    }
+    parentPort?.off('message', onMessage);
+    try {
+      await engine.shutdown();
+      await connection.close();
+    } catch (error) {
+      logger.warn(`shutdown: ${(error as Error).message}`);
+    }
+    post({ type: 'closed' });
+    port.close();
+  };
+  parentPort?.on('message', onMessage);
+  post({ type: 'ready' });
+}
+
+void main();

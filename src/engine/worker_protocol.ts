@@ -1,0 +1,38 @@
+/**
+ * The messages between the caller's thread (api/engine_client.ts) and the engine worker.
+ * Tensor data never travels in them by copy: buffers are SharedArrayBuffer-backed views that
+ * both threads see.
+ */
+import type { ErrorRecord } from '../api/errors.js';
+import type { Config } from '../api/config.js';
+import type { TypedArray } from '../api/types.js';
+import type { Request } from './messages.js';
+
+export interface WorkerInit {
+  config: Config;
+  /** The port the engine posts completions on (a MessagePort, so a blocked caller can drain it). */
+  port: import('node:worker_threads').MessagePort;
+  /** Int32Array over a SharedArrayBuffer: [0] counts completions posted, for Atomics.wait. */
+  signal: Int32Array;
+}
+
+/** Caller → engine. */
+export type ToEngine =
+  | {
+      type: 'enqueue';
+      id: number;
+      request: Request;
+      /** allreduce/broadcast: the output (already holding this rank's input); allgather: the input copy. */
+      buffer: TypedArray | undefined;
+    }
+  | { type: 'shutdown' };
+
+/** Engine → caller. */
+export type FromEngine =
+  | { type: 'ready' }
+  | { type: 'init-failed'; error: ErrorRecord }
+  | { type: 'done'; id: number; output?: TypedArray; shape?: number[] }
+  | { type: 'failed'; id: number; error: ErrorRecord }
+  | { type: 'closed' };
+
+export const kSignalCompletions = 0;

@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ProtocolError } from '../../src/api/errors.js';
+import { decodeControl, encodeControl } from '../../src/engine/codec.js';
+import type { ControlMessage } from '../../src/engine/messages.js';
+
+const samples: ControlMessage[] = [
+  {
+    type: 'requests',
+    requests: [
+      { name: 'dense1/kernel', op: 'allreduce', dtype: 'float32', shape: [784, 128], reduceOp: 'average', root: -1 },
+      { name: 'ünïcødé ✓', op: 'broadcast', dtype: 'int64', shape: [], reduceOp: 'sum', root: 3 },
+      { name: 'rows', op: 'allgather', dtype: 'uint16', shape: [2 ** 40, 3], reduceOp: 'sum', root: -1 },
+    ],
+  },
+  {
+    type: 'responses',
+    responses: [
+      { kind: 'execute', names: ['a', 'b'], op: 'allgather', dtype: 'float64', reduceOp: 'sum', root: -1, firstDims: [0, 5, 7] },
+      { kind: 'error', names: ['c'], errorKind: 'MismatchError', message: "Mismatched data types for tensor 'c'" },
+    ],
+  },
+  { type: 'requests', requests: [] },
+  { type: 'shutdown' },
+  { type: 'shutdown-ack' },
+];
+
+test('every control message survives an encode/decode round trip', () => {
+  for (const message of samples) assert.deepEqual(decodeControl(encodeControl(message)), message);
+});
+
+test('truncated messages are rejected with ProtocolError, never read out of bounds', () => {
+  for (const message of samples) {
+    const bytes = encodeControl(message);
+    for (let cut = 0; cut < bytes.length; cut++) {
+      assert.throws(() => decodeControl(bytes.subarray(0, cut)), ProtocolError, `cut at ${cut} of ${message.type}`);
+    }
+  }
+});
+
+test('trailing bytes, unknown codes and absurd counts are rejected', () => {
+  const bytes = encodeControl(samples[0] as ControlMessage);
+  assert.throws(() => decodeControl(new Uint8Array([...bytes, 0])), /trailing/);
+  assert.throws(() => decodeControl(new Uint8Array([99])), /unknown message type/);
+  // A request list claiming 2^32-1 requests in 5 bytes must not allocate for them.
+  assert.throws(() => decodeControl(new Uint8Array([0, 0xff, 0xff, 0xff, 0xff])), /claims/);
+});
+
+test('random mutations of valid messages either decode or throw ProtocolError', () => {
+  let seed = 12345;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed / 0x7fffffff;
+  };
+  let decoded = 0;
+  for (let i = 0; i < 2000; i++) {
+    const bytes = encodeControl(samples[i % samples.length] as ControlMessage).slice();
+    const flips = 1 + Math.floor(random() * 3);
+    for (let f = 0; f < flips && bytes.length > 0; f++) bytes[Math.floor(random() * bytes.length)] = Math.floor(random() * 256);
+    try {
+      decodeControl(bytes);
+      decoded++;
+    } catch (error) {
+      assert.ok(error instanceof ProtocolError, `unexpected ${(error as Error).name}: ${(error as Error).message}`);
+    }
+  }
+  assert.ok(decoded < 2000);
+});

@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { resolveConfig } from '../../src/api/config.js';
+import { InvalidArgumentError } from '../../src/api/errors.js';
+
+test('no environment: a job of size 1', () => {
+  const c = resolveConfig({}, {});
+  assert.equal(c.rank, 0);
+  assert.equal(c.size, 1);
+  assert.ok(Object.isFrozen(c));
+});
+
+test('RINGREDUCE_* wins over Open MPI, which wins over torchrun', () => {
+  const env = {
+    RINGREDUCE_RANK: '1',
+    RINGREDUCE_SIZE: '3',
+    RINGREDUCE_STORE_ADDR: 'node0:29500',
+    OMPI_COMM_WORLD_RANK: '2',
+    OMPI_COMM_WORLD_SIZE: '4',
+    RANK: '0',
+    WORLD_SIZE: '5',
+  };
+  const c = resolveConfig({}, env);
+  assert.deepEqual([c.rank, c.size, c.storeHost, c.storePort], [1, 3, 'node0', 29500]);
+  const ompi = resolveConfig({}, { ...env, RINGREDUCE_RANK: undefined, RINGREDUCE_SIZE: undefined });
+  assert.deepEqual([ompi.rank, ompi.size], [2, 4]);
+});
+
+test('torchrun variables: rank, size and the store at MASTER_ADDR:MASTER_PORT', () => {
+  const c = resolveConfig({}, { RANK: '2', WORLD_SIZE: '4', LOCAL_RANK: '0', LOCAL_WORLD_SIZE: '2', MASTER_ADDR: '10.0.0.1', MASTER_PORT: '1234' });
+  assert.deepEqual([c.rank, c.size, c.localRank, c.localSize, c.storeHost, c.storePort], [2, 4, 0, 2, '10.0.0.1', 1234]);
+});
+
+test('options win over the environment and are validated by name', () => {
+  const c = resolveConfig({ ioTimeoutMs: 500 }, { RINGREDUCE_IO_TIMEOUT_MS: '9000' });
+  assert.equal(c.ioTimeoutMs, 500);
+  assert.throws(() => resolveConfig({ ioTimeoutMs: -1 }, {}), /init option 'ioTimeoutMs'/);
+  assert.throws(() => resolveConfig({ bogus: 1 } as never, {}), InvalidArgumentError);
+});
+
+test('bad environment values and a missing store address are clear errors', () => {
+  assert.throws(() => resolveConfig({}, { RINGREDUCE_IO_TIMEOUT_MS: 'soon' }), /RINGREDUCE_IO_TIMEOUT_MS="soon"/);
+  assert.throws(() => resolveConfig({}, { RINGREDUCE_RANK: '0', RINGREDUCE_SIZE: '2' }), /RINGREDUCE_STORE_ADDR/);
+  assert.throws(() => resolveConfig({}, { RINGREDUCE_RANK: '2', RINGREDUCE_SIZE: '2' }), /rank 2 is out of range/);
+  assert.throws(() => resolveConfig({ storeAddress: 'nohost' }, {}), /store address must be host:port/);
+});

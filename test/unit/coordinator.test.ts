@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Coordinator } from '../../src/engine/coordinator.js';
+import type { Request, Response } from '../../src/engine/messages.js';
+import { Logger } from '../../src/observability/logger.js';
+
+const req = (name: string, dtype: Request['dtype'] = 'float32'): Request => ({
+  name,
+  op: 'allreduce',
+  dtype,
+  shape: [4],
+  reduceOp: 'sum',
+  root: -1,
+});
+
+function setup(size: number, stallTimeoutMs = 0) {
+  const published: Response[][] = [];
+  let shutdowns = 0;
+  const coordinator = new Coordinator({
+    size,
+    stallTimeoutMs,
+    publish: (responses) => published.push(responses),
+    publishShutdown: () => shutdowns++,
+    logger: new Logger('[test]', 'error', () => {}),
+  });
+  return { coordinator, published, shutdowns: () => shutdowns };
+}
+
+test('a name is released only once every rank reported it, in the order names became ready', () => {
+  const { coordinator, published } = setup(3);
+  coordinator.onRequests(0, [req('a'), req('b')]);
+  coordinator.onRequests(1, [req('b'), req('a')]);
+  assert.equal(published.length, 0);
+  coordinator.onRequests(2, [req('b')]);
+  assert.deepEqual(published.map((list) => list.map((r) => r.names[0])), [['b']]);
+  coordinator.onRequests(2, [req('a')]);
+  assert.deepEqual(published.map((list) => list.map((r) => r.names[0])), [['b'], ['a']]);
+  assert.deepEqual(coordinator.waitingNames(), []);
+  coordinator.close();
+});
+
+test('a mismatch is published as an error response and the name is forgotten', () => {
+  const { coordinator, published } = setup(2);
+  coordinator.onRequests(0, [req('a')]);
+  coordinator.onRequests(1, [req('a', 'int32')]);
+  assert.equal(published[0]?.[0]?.kind, 'error');
+  coordinator.onRequests(0, [req('a')]);
+  coordinator.onRequests(1, [req('a')]);
+  assert.equal(published[1]?.[0]?.kind, 'execute');
+  coordinator.close();
+});
+
+test('a rank submitting the same name twice gets an error naming it', () => {
+  const { coordinator, published } = setup(2);
+  coordinator.onRequests(1, [req('a')]);
+  coordinator.onRequests(1, [req('a')]);
+  const response = published[0]?.[0];
+  assert.equal(response?.kind, 'error');
+  assert.match(response?.kind === 'error' ? response.message : '', /Rank 1 submitted tensor 'a' twice/);
+  coordinator.close();
+});
+
+test('stalled names time out with the missing ranks named', async () => {
+  const { coordinator, published } = setup(3, 50);
+  coordinator.onRequests(0, [req('late')]);
+  coordinator.onRequests(2, [req('late')]);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const response = published[0]?.[0];
+  assert.equal(response?.kind, 'error');
+  if (response?.kind === 'error') {
+    assert.equal(response.errorKind, 'TimeoutError');
+    assert.match(response.message, /'late' timed out .* ranks 1 did not submit it \(ranks 0, 2 did\)/);
+  }
+  coordinator.close();
+});
+
+test('shutdown is acknowledged once every rank asked', () => {
+  const { coordinator, shutdowns } = setup(3);
+  coordinator.onShutdown(0);
+  coordinator.onShutdown(2);
+  assert.equal(shutdowns(), 0);
+  coordinator.onShutdown(1);
+  assert.equal(shutdowns(), 1);
+  coordinator.close();
+});

@@ -1,0 +1,34 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { InvalidArgumentError } from '../../src/api/errors.js';
+import { checkOptions, parseName, parseReduceOp, parseRoot, parseTensor } from '../../src/api/tensor_args.js';
+
+test('typed arrays are 1-D tensors of their dtype', () => {
+  const t = parseTensor(new BigInt64Array(3));
+  assert.deepEqual([t.dtype, t.shape, t.shaped], ['int64', [3], false]);
+  assert.equal(parseTensor(new Uint8Array(2)).dtype, 'uint8');
+});
+
+test('{ data, shape } is checked against its element count', () => {
+  const t = parseTensor({ data: new Float32Array(6), shape: [2, 3] });
+  assert.deepEqual([t.dtype, t.shape, t.shaped], ['float32', [2, 3], true]);
+  assert.throws(() => parseTensor({ data: new Float32Array(5), shape: [2, 3] }), /shape \[2, 3\] holds 6 elements but tensor.data has 5/);
+  assert.throws(() => parseTensor({ data: new Float32Array(1), shape: [1.5] }), /tensor.shape must be an array of non-negative integers/);
+});
+
+test('what is not a supported typed array is named', () => {
+  assert.throws(() => parseTensor([1, 2, 3]), /tensor must be a typed array or \{ data, shape \}, got Array/);
+  assert.throws(() => parseTensor(new Uint8ClampedArray(2)), /Uint8ClampedArray clamps/);
+  assert.throws(() => parseTensor(new DataView(new ArrayBuffer(4))), InvalidArgumentError);
+});
+
+test('options: names, reduce ops, roots, unknown keys', () => {
+  assert.equal(parseName(undefined), undefined);
+  assert.throws(() => parseName(''), /option 'name'/);
+  assert.equal(parseReduceOp(undefined, 'int32'), 'sum');
+  assert.throws(() => parseReduceOp('average', 'int32'), /use op 'sum'/);
+  assert.throws(() => parseReduceOp('mean', 'float32'), /option 'op' must be one of/);
+  assert.equal(parseRoot(2, 3), 2);
+  assert.throws(() => parseRoot(3, 3), /option 'root' must be an integer rank in \[0, 2\], got 3/);
+  assert.throws(() => checkOptions({ nmae: 'x' }, ['name']), /unknown option 'nmae'/);
+});
