@@ -22,8 +22,8 @@ export interface Config {
   /** Where rank 0 hosts the rendezvous store and the others find it. */
   readonly storeHost: string;
   readonly storePort: number;
-  /** The address this rank binds its data listener to and advertises to its peers. */
-  readonly address: string;
+  /** The address this rank binds its data listener to and advertises to its peers (unset: chosen by the transport). */
+  readonly address: string | undefined;
   readonly jobId: string;
   readonly startTimeoutMs: number;
   readonly ioTimeoutMs: number;
@@ -87,7 +87,7 @@ function rankAndSizeFromEnv(env: Env) {
 function parseHostPort(text: string, what: string): { host: string; port: number } {
   const match = /^\[?([^\]]*?)\]?:(\d+)$/.exec(text);
   const port = match ? Number(match[2]) : Number.NaN;
-  if (!match || !match[1] || !(port >= 0 && port <= 65535)) {
+  if (!match?.[1] || !(port >= 0 && port <= 65535)) {
     throw new InvalidArgumentError(`${what} must be host:port, got ${JSON.stringify(text)}`);
   }
   return { host: match[1], port };
@@ -137,7 +137,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     crossSize,
     storeHost: store.host,
     storePort: store.port,
-    address: o.address ?? env.RINGREDUCE_ADDRESS ?? '127.0.0.1',
+    address: o.address ?? (env.RINGREDUCE_ADDRESS || undefined),
     jobId: o.jobId ?? env.RINGREDUCE_JOB_ID ?? (size === 1 ? randomBytes(8).toString('hex') : 'ringreduce'),
     startTimeoutMs: o.startTimeoutMs ?? envInt(env, 'RINGREDUCE_START_TIMEOUT_MS') ?? 30_000,
     ioTimeoutMs: o.ioTimeoutMs ?? envInt(env, 'RINGREDUCE_IO_TIMEOUT_MS') ?? 30_000,

@@ -67,12 +67,7 @@ export function isBigInt(dtype: DType): boolean {
 }
 
 /** A typed array of `dtype` viewing `length` elements of `buffer` from `byteOffset`. */
-export function viewOf(
-  dtype: DType,
-  buffer: ArrayBufferLike,
-  byteOffset = 0,
-  length?: number,
-): TypedArray {
+export function viewOf(dtype: DType, buffer: ArrayBufferLike, byteOffset = 0, length?: number): TypedArray {
   const Ctor = kConstructors[dtype];
   return length === undefined ? new Ctor(buffer, byteOffset) : new Ctor(buffer, byteOffset, length);
 }

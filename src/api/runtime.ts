@@ -30,7 +30,7 @@ export interface BarrierOptions {
 }
 
 /** A typed array in gives the same class out; { data, shape } in gives { data, shape } out. */
-export type Result<T extends TensorLike> = T extends TypedArray ? T : ShapedTensor<TypedArray>;
+export type Result<T extends TensorLike> = T extends TypedArray ? T : T extends ShapedTensor<infer D> ? ShapedTensor<D> : never;
 
 /** A collective prepared on the caller's thread: the request and the buffers it owns. */
 interface Prepared {

@@ -60,7 +60,9 @@ export function parseTensor(value: TensorLike | unknown, argName = 'tensor'): Pa
 export function parseName(name: unknown): string | undefined {
   if (name === undefined) return undefined;
   if (typeof name !== 'string' || name.length === 0 || name.length > 1024) {
-    throw new InvalidArgumentError(`option 'name' must be a non-empty string of at most 1024 characters, got ${JSON.stringify(name)}`);
+    throw new InvalidArgumentError(
+      `option 'name' must be a non-empty string of at most 1024 characters, got ${JSON.stringify(name)}`,
+    );
   }
   return name;
 }

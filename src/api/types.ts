@@ -1,16 +1,6 @@
 /** Public types shared by the API, the engine and the algorithms. */
 
-export type DType =
-  | 'float32'
-  | 'float64'
-  | 'int8'
-  | 'int16'
-  | 'int32'
-  | 'uint8'
-  | 'uint16'
-  | 'uint32'
-  | 'int64'
-  | 'uint64';
+export type DType = 'float32' | 'float64' | 'int8' | 'int16' | 'int32' | 'uint8' | 'uint16' | 'uint32' | 'int64' | 'uint64';
 
 export type ReduceOp = 'sum' | 'average' | 'min' | 'max' | 'product';
 

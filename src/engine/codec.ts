@@ -6,8 +6,9 @@
  * every length against the bytes it has and throws ProtocolError on anything malformed: a peer
  * can never make it read out of bounds or allocate without limit.
  */
-import { type ErrorClassName, ProtocolError } from '../api/errors.js';
+
 import { kDTypes } from '../api/dtypes.js';
+import { type ErrorClassName, ProtocolError } from '../api/errors.js';
 import type { CollectiveOp, DType, ReduceOp } from '../api/types.js';
 import type { ControlMessage, Request, Response } from './messages.js';
 

@@ -110,7 +110,9 @@ export class Coordinator {
       this.pending.delete(name);
       const submitted: number[] = [];
       const missing: number[] = [];
-      entry.requests.forEach((r, rank) => (r ? submitted : missing).push(rank));
+      entry.requests.forEach((r, rank) => {
+        (r ? submitted : missing).push(rank);
+      });
       const message =
         `Collective '${name}' timed out after ${this.options.stallTimeoutMs} ms in negotiation: ` +
         `ranks ${missing.join(', ')} did not submit it (ranks ${submitted.join(', ')} did).`;

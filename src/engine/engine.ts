@@ -11,8 +11,9 @@
  * every pending and future collective rejects with the PeerFailureError naming that peer.
  * Mismatches and stalls fail only the collectives concerned; the job goes on.
  */
-import { fromErrorRecord, PeerFailureError, type RingReduceError, ShutdownError, toErrorRecord } from '../api/errors.js';
+
 import type { Config } from '../api/config.js';
+import { fromErrorRecord, PeerFailureError, type RingReduceError, ShutdownError, toErrorRecord } from '../api/errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Transport } from '../transport/transport.js';
 import { decodeControl, encodeControl } from './codec.js';
@@ -36,6 +37,8 @@ export class Engine {
   private closing = false;
   private shutdownAcked: (() => void) | undefined;
   private readonly failedPeers = new Set<number>();
+  /** Settles when the coordinator's last message has been handed to the OS on every link. */
+  private lastPublish: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly config: Config,
@@ -78,6 +81,8 @@ export class Engine {
     this.failAll(new ShutdownError('ringreduce was shut down while this collective was pending'));
     await this.chain;
     if (!this.failure && this.config.size > 1) await this.leaveJob();
+    // Closing destroys the sockets: let rank 0's shutdown-ack reach every rank first.
+    await this.lastPublish;
     this.coordinator?.close();
     this.executor.close();
     await this.transport.close();
@@ -118,10 +123,12 @@ export class Engine {
   /** Sends a coordinator message to every rank, this one included. */
   private publish(message: ControlMessage): void {
     const bytes = encodeControl(message);
+    const sends: Promise<void>[] = [];
     for (let peer = 0; peer < this.config.size; peer++) {
       if (peer === this.config.rank || this.failedPeers.has(peer)) continue;
-      this.transport.sendControl(peer, bytes).catch((error) => this.fail(error));
+      sends.push(this.transport.sendControl(peer, bytes).catch((error) => this.fail(error)));
     }
+    this.lastPublish = Promise.all(sends);
     this.handleAtRank(message);
   }
 
@@ -195,9 +202,9 @@ export class Engine {
 
   /** Breaks the job: every pending and future collective on this rank rejects with `error`. */
   private fail(error: unknown): void {
-    if (this.failure) return;
-    const failure =
-      error instanceof PeerFailureError ? error : fromErrorRecord(toErrorRecord(error));
+    // Once shutting down, a peer that leaves first or a send cut short by close is expected.
+    if (this.failure || this.closing) return;
+    const failure = error instanceof PeerFailureError ? error : fromErrorRecord(toErrorRecord(error));
     this.failure = failure;
     this.logger.error(`job broken: ${failure.message}`);
     this.failAll(failure);

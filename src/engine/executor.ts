@@ -4,12 +4,13 @@
  * collectives) is the same on every rank and keeps the messages of consecutive collectives
  * apart.
  */
-import { allocShared } from '../api/dtypes.js';
-import type { TypedArray } from '../api/types.js';
-import { BufferPool } from '../algorithms/buffer_pool.js';
+
 import { broadcast } from '../algorithms/broadcast.js';
+import { BufferPool } from '../algorithms/buffer_pool.js';
 import { ringAllgather } from '../algorithms/ring_allgather.js';
 import { ringAllreduce } from '../algorithms/ring_allreduce.js';
+import { allocShared } from '../api/dtypes.js';
+import type { TypedArray } from '../api/types.js';
 import type { Transport } from '../transport/transport.js';
 import type { ExecuteResponse } from './messages.js';
 import type { Entry } from './tensor_queue.js';

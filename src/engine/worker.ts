@@ -31,11 +31,10 @@ async function connect(): Promise<{ transport: Transport; close: () => Promise<v
     size: config.size,
     storeAddress: { host: config.storeHost, port: config.storePort },
     hostStore: config.rank === 0,
-    bindHost: config.address,
-    advertiseHost: config.address,
+    // Unset, the transport binds to the store's interface and advertises the one routing to rank 0.
+    ...(config.address === undefined ? {} : { bindHost: config.address, advertiseHost: config.address }),
     jobId: config.jobId,
-    startTimeoutMs: config.startTimeoutMs,
-    ioTimeoutMs: config.ioTimeoutMs,
+    timeouts: { connectMs: config.startTimeoutMs, ioMs: config.ioTimeoutMs },
   });
 }
 

@@ -3,8 +3,9 @@
  * Tensor data never travels in them by copy: buffers are SharedArrayBuffer-backed views that
  * both threads see.
  */
-import type { ErrorRecord } from '../api/errors.js';
+
 import type { Config } from '../api/config.js';
+import type { ErrorRecord } from '../api/errors.js';
 import type { TypedArray } from '../api/types.js';
 import type { Request } from './messages.js';
 

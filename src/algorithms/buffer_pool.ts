@@ -1,0 +1,80 @@
+/**
+ * Receive scratch for the reducing algorithms, reused across collectives so that a training
+ * loop reaches a steady state without allocating. The engine owns one pool per rank.
+ *
+ * Buffers are sized in powers of two (at least kMinPoolBytes) so that collectives of nearby
+ * sizes share them. A buffer is handed out whole and must come back before anyone else gets it;
+ * the algorithms release only once every receive into it has settled, so a late write can never
+ * land in a buffer that another collective is using.
+ */
+import { InvalidArgumentError, RingReduceError } from '../api/errors.js';
+
+export const kMinPoolBytes = 4096;
+export const kDefaultMaxRetainedBytes = 64 * 1024 * 1024;
+
+export class BufferPool {
+  private readonly free: ArrayBuffer[] = [];
+  private readonly inUse = new Set<ArrayBuffer>();
+  private retained = 0;
+  private created = 0;
+
+  /** @param maxRetainedBytes free bytes kept for reuse; buffers released beyond it are left to the GC. */
+  constructor(private readonly maxRetainedBytes = kDefaultMaxRetainedBytes) {
+    if (!Number.isSafeInteger(maxRetainedBytes) || maxRetainedBytes < 0) {
+      throw new InvalidArgumentError(`maxRetainedBytes must be a non-negative integer, got ${maxRetainedBytes}`);
+    }
+  }
+
+  /** A buffer of at least `byteLength` bytes, reused when one is free; its contents are stale. */
+  acquire(byteLength: number): ArrayBuffer {
+    if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
+      throw new InvalidArgumentError(`byteLength must be a non-negative integer, got ${byteLength}`);
+    }
+    let best = -1;
+    for (let i = 0; i < this.free.length; i++) {
+      const size = (this.free[i] as ArrayBuffer).byteLength;
+      if (size >= byteLength && (best < 0 || size < (this.free[best] as ArrayBuffer).byteLength)) best = i;
+    }
+    let buffer: ArrayBuffer;
+    if (best >= 0) {
+      buffer = this.free[best] as ArrayBuffer;
+      this.free.splice(best, 1);
+      this.retained -= buffer.byteLength;
+    } else {
+      buffer = new ArrayBuffer(roundUp(byteLength));
+      this.created++;
+    }
+    this.inUse.add(buffer);
+    return buffer;
+  }
+
+  /** Gives back a buffer from `acquire`. */
+  release(buffer: ArrayBuffer): void {
+    if (!this.inUse.delete(buffer)) throw new RingReduceError('BufferPool.release: buffer is not in use from this pool');
+    if (this.retained + buffer.byteLength > this.maxRetainedBytes) return;
+    this.free.push(buffer);
+    this.retained += buffer.byteLength;
+  }
+
+  /** Drops the free buffers (the ones in use stay owned by their collectives). */
+  clear(): void {
+    this.free.length = 0;
+    this.retained = 0;
+  }
+
+  /** Bytes held by free buffers. */
+  get retainedBytes(): number {
+    return this.retained;
+  }
+
+  /** Buffers allocated since construction: flat in a steady state. */
+  get allocations(): number {
+    return this.created;
+  }
+}
+
+function roundUp(byteLength: number): number {
+  let size = kMinPoolBytes;
+  while (size < byteLength) size *= 2;
+  return size;
+}

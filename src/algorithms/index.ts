@@ -1,0 +1,30 @@
+/** The algorithm layer: pure functions of (transport, buffer, options). */
+
+export { broadcast } from './broadcast.js';
+export { BufferPool, kDefaultMaxRetainedBytes } from './buffer_pool.js';
+export {
+  type AlgorithmOptions,
+  kDefaultPipelineDepth,
+  kDefaultSegmentBytes,
+  type ResolvedOptions,
+  resolveOptions,
+} from './options.js';
+export {
+  divideInPlace,
+  type ElementwiseOp,
+  type KernelSelector,
+  type ReduceKernel,
+  reduceInto,
+  selectKernel,
+} from './reduce.js';
+export { ringAllgather } from './ring_allgather.js';
+export { ringAllreduce } from './ring_allreduce.js';
+export {
+  type Blocks,
+  blocksFromCounts,
+  chunkLength,
+  chunkOffset,
+  evenBlocks,
+  segmentCount,
+  segmentLength,
+} from './segments.js';

@@ -1,0 +1,54 @@
+/**
+ * Tuning knobs shared by the algorithms. Every rank of a collective must pass the same
+ * segmentBytes and treeMaxBytes: they decide the number and length of the messages, and a
+ * receiver refuses a message whose length it did not expect.
+ */
+import { InvalidArgumentError } from '../api/errors.js';
+import type { BufferPool } from './buffer_pool.js';
+import { type KernelSelector, selectKernel } from './reduce.js';
+
+/** Large enough to amortise a message's fixed cost, small enough to keep every link busy. */
+export const kDefaultSegmentBytes = 256 * 1024;
+/** Segments in flight per direction: receives posted ahead and sends outstanding. */
+export const kDefaultPipelineDepth = 4;
+
+export interface AlgorithmOptions {
+  /** Bytes per message of a pipelined transfer (rounded down to whole elements). Default 256 KiB. */
+  segmentBytes?: number;
+  /** Receives posted ahead and sends outstanding, per direction. Scratch is depth × segment. Default 4. */
+  pipelineDepth?: number;
+  /** Where reductions take their receive scratch; without one, each call allocates its own. */
+  pool?: BufferPool;
+  /** Picks the reduce kernels (the seam for a WebAssembly SIMD implementation). */
+  kernels?: KernelSelector;
+  /** Broadcasts of at most this many bytes use a binomial tree, larger ones a pipelined chain. Default segmentBytes. */
+  treeMaxBytes?: number;
+}
+
+export interface ResolvedOptions {
+  readonly segmentBytes: number;
+  readonly pipelineDepth: number;
+  readonly pool: BufferPool | undefined;
+  readonly kernels: KernelSelector;
+  readonly treeMaxBytes: number;
+}
+
+function integerAtLeast(name: string, value: number | undefined, fallback: number, min: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new InvalidArgumentError(`${name} must be an integer >= ${min}, got ${value}`);
+  }
+  return value;
+}
+
+/** Validates and fills in defaults; cheap enough to run per call. */
+export function resolveOptions(options: AlgorithmOptions = {}): ResolvedOptions {
+  const segmentBytes = integerAtLeast('segmentBytes', options.segmentBytes, kDefaultSegmentBytes, 1);
+  return {
+    segmentBytes,
+    pipelineDepth: integerAtLeast('pipelineDepth', options.pipelineDepth, kDefaultPipelineDepth, 1),
+    pool: options.pool,
+    kernels: options.kernels ?? selectKernel,
+    treeMaxBytes: integerAtLeast('treeMaxBytes', options.treeMaxBytes, segmentBytes, 0),
+  };
+}

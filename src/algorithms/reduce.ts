@@ -1,0 +1,145 @@
+/**
+ * Reduce kernels: dst[d + i] = op(dst[d + i], src[s + i]) for i in [0, length).
+ *
+ * Integer semantics are C's wrap-around: sums and products of 8/16-bit values are exact doubles
+ * that the typed array store wraps; 32-bit sums are exact below 2^33 and wrap the same way, but a
+ * 32-bit product can reach 2^64, beyond the 2^53 a double holds, so it goes through Math.imul;
+ * 64-bit values are BigInts, exact, and the BigInt64Array store wraps them mod 2^64. Float min
+ * and max use Math.min/Math.max so a NaN on any rank wins whatever the order of reduction.
+ *
+ * One loop per (dtype family, op), never a closure or a switch inside a loop: the families
+ * (float, 8/16-bit, 32-bit, 64-bit) keep at most four typed array kinds behind each element
+ * access, which V8 still handles as polymorphic rather than megamorphic. Callers pick a kernel
+ * once per call through a KernelSelector, which is also the seam where a WebAssembly SIMD
+ * implementation can replace these loops.
+ */
+import { dtypeOf } from '../api/dtypes.js';
+import { InvalidArgumentError } from '../api/errors.js';
+import type { DType, ReduceOp, TypedArray } from '../api/types.js';
+
+/** The element-wise operations; 'average' is a sum finished by `divideInPlace`. */
+export type ElementwiseOp = Exclude<ReduceOp, 'average'>;
+
+export type ReduceKernel = (dst: TypedArray, dstOffset: number, src: TypedArray, srcOffset: number, length: number) => void;
+
+/** Picks the kernel for a dtype and an operation; called once per collective, not per segment. */
+export type KernelSelector = (dtype: DType, op: ElementwiseOp) => ReduceKernel;
+
+type Floats = Float32Array | Float64Array;
+type SmallInts = Int8Array | Int16Array | Uint8Array | Uint16Array;
+type Ints32 = Int32Array | Uint32Array;
+type BigInts = BigInt64Array | BigUint64Array;
+
+function sumFloat(dst: Floats, d: number, src: Floats, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] += src[s + i];
+}
+function productFloat(dst: Floats, d: number, src: Floats, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] *= src[s + i];
+}
+function minFloat(dst: Floats, d: number, src: Floats, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] = Math.min(dst[d + i], src[s + i]);
+}
+function maxFloat(dst: Floats, d: number, src: Floats, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] = Math.max(dst[d + i], src[s + i]);
+}
+
+function sumSmall(dst: SmallInts, d: number, src: SmallInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] += src[s + i];
+}
+function productSmall(dst: SmallInts, d: number, src: SmallInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] *= src[s + i];
+}
+function minSmall(dst: SmallInts, d: number, src: SmallInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const b = src[s + i];
+    if (b < dst[d + i]) dst[d + i] = b;
+  }
+}
+function maxSmall(dst: SmallInts, d: number, src: SmallInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const b = src[s + i];
+    if (b > dst[d + i]) dst[d + i] = b;
+  }
+}
+
+function sum32(dst: Ints32, d: number, src: Ints32, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] += src[s + i];
+}
+function product32(dst: Ints32, d: number, src: Ints32, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] = Math.imul(dst[d + i], src[s + i]);
+}
+function min32(dst: Ints32, d: number, src: Ints32, s: number, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const b = src[s + i];
+    if (b < dst[d + i]) dst[d + i] = b;
+  }
+}
+function max32(dst: Ints32, d: number, src: Ints32, s: number, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const b = src[s + i];
+    if (b > dst[d + i]) dst[d + i] = b;
+  }
+}
+
+function sumBig(dst: BigInts, d: number, src: BigInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] += src[s + i];
+}
+function productBig(dst: BigInts, d: number, src: BigInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] *= src[s + i];
+}
+function minBig(dst: BigInts, d: number, src: BigInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const b = src[s + i];
+    if (b < dst[d + i]) dst[d + i] = b;
+  }
+}
+function maxBig(dst: BigInts, d: number, src: BigInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const b = src[s + i];
+    if (b > dst[d + i]) dst[d + i] = b;
+  }
+}
+
+type KernelSet = Readonly<Record<ElementwiseOp, ReduceKernel>>;
+
+// The casts are sound: a kernel is only ever called with two arrays of the dtype it was picked for.
+const kFloat = Object.freeze({ sum: sumFloat, product: productFloat, min: minFloat, max: maxFloat }) as KernelSet;
+const kSmall = Object.freeze({ sum: sumSmall, product: productSmall, min: minSmall, max: maxSmall }) as KernelSet;
+const k32 = Object.freeze({ sum: sum32, product: product32, min: min32, max: max32 }) as KernelSet;
+const kBig = Object.freeze({ sum: sumBig, product: productBig, min: minBig, max: maxBig }) as KernelSet;
+
+const kKernels: Readonly<Record<DType, KernelSet>> = Object.freeze({
+  float32: kFloat,
+  float64: kFloat,
+  int8: kSmall,
+  int16: kSmall,
+  uint8: kSmall,
+  uint16: kSmall,
+  int32: k32,
+  uint32: k32,
+  int64: kBig,
+  uint64: kBig,
+});
+
+/** The portable JavaScript kernels. */
+export const selectKernel: KernelSelector = (dtype, op) => {
+  const kernel = kKernels[dtype]?.[op];
+  if (kernel === undefined) throw new InvalidArgumentError(`no reduce kernel for dtype ${dtype} and op ${op}`);
+  return kernel;
+};
+
+/** dst[i] = op(dst[i], src[i]) over the whole arrays, which must have the same dtype and length. */
+export function reduceInto(op: ElementwiseOp, dst: TypedArray, src: TypedArray, kernels = selectKernel): void {
+  const dtype = dtypeOf(dst);
+  if (dtype === undefined) throw new InvalidArgumentError('dst must be a supported typed array');
+  if (dtypeOf(src) !== dtype) throw new InvalidArgumentError(`src must be a ${dtype} array like dst`);
+  if (src.length !== dst.length) {
+    throw new InvalidArgumentError(`src has ${src.length} elements, dst has ${dst.length}`);
+  }
+  kernels(dtype, op)(dst, 0, src, 0, dst.length);
+}
+
+/** Finishes an 'average': buf[offset + i] /= divisor. Dividing (not multiplying by 1/n) keeps it correctly rounded. */
+export function divideInPlace(buf: Float32Array | Float64Array, divisor: number, offset = 0, length = buf.length - offset): void {
+  for (let i = 0; i < length; i++) buf[offset + i] /= divisor;
+}

@@ -1,0 +1,112 @@
+/**
+ * Negotiation across real ranks: different submission orders, mismatches that fail every rank
+ * with the same MismatchError while the job goes on, names in flight, stalls.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { InvalidArgumentError, MismatchError, TimeoutError } from '../../src/api/errors.js';
+import type { RingReduce } from '../../src/api/runtime.js';
+import { startWorld, stopWorld } from '../helpers/world.js';
+
+function shuffled<T>(items: readonly T[], seed: number): T[] {
+  const out = [...items];
+  let s = seed;
+  for (let i = out.length - 1; i > 0; i--) {
+    s = (s * 1103515245 + 12345) & 0x7fffffff;
+    const j = s % (i + 1);
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}
+
+async function expectSameRejection(promises: Promise<unknown>[], kind: new (...args: never[]) => Error, pattern: RegExp) {
+  const settled = await Promise.allSettled(promises);
+  const messages = settled.map((s, rank) => {
+    assert.equal(s.status, 'rejected', `rank ${rank} should have failed`);
+    const reason = (s as PromiseRejectedResult).reason as Error;
+    assert.ok(reason instanceof kind, `rank ${rank}: ${reason.name}: ${reason.message}`);
+    assert.match(reason.message, pattern);
+    return reason.message;
+  });
+  assert.equal(new Set(messages).size, 1, `every rank gets the same message: ${messages.join(' | ')}`);
+}
+
+describe('negotiation on 4 ranks', () => {
+  let world: RingReduce[] = [];
+  before(async () => {
+    world = await startWorld(4, { stallTimeoutMs: 1500 });
+  });
+  after(async () => {
+    await stopWorld(world);
+  });
+
+  test('50 named tensors submitted in different random orders all complete correctly', async () => {
+    const names = Array.from({ length: 50 }, (_, i) => `layer${i}/grad`);
+    const results = await Promise.all(
+      world.map((rr, rank) =>
+        Promise.all(
+          shuffled(names, rank + 1).map(async (name) => {
+            const i = Number(name.slice(5, name.indexOf('/')));
+            const out = await rr.allreduce(new Float32Array(100 + i).fill(rank + i), { name });
+            return [name, out] as const;
+          }),
+        ),
+      ),
+    );
+    for (const perRank of results) {
+      for (const [name, out] of perRank) {
+        const i = Number(name.slice(5, name.indexOf('/')));
+        assert.equal(out.length, 100 + i);
+        assert.ok(
+          out.every((v) => v === 0 + 1 + 2 + 3 + 4 * i),
+          `${name}: ${out[0]}`,
+        );
+      }
+    }
+  });
+
+  test('mismatched dtype, shape, allgather dimension and root reject on every rank; the next call works', async () => {
+    const dtype = world.map((rr, rank) => rr.allreduce(rank === 2 ? new Int32Array(4) : new Float32Array(4), { name: 'dt' }));
+    await expectSameRejection(dtype, MismatchError, /data types for tensor 'dt': rank 0 has float32, rank 2 has int32/);
+
+    const shape = world.map((rr, rank) =>
+      rr.allreduce({ data: new Float32Array(6), shape: rank === 1 ? [3, 2] : [2, 3] }, { name: 'sh' }),
+    );
+    await expectSameRejection(shape, MismatchError, /shapes for tensor 'sh'/);
+
+    const gather = world.map((rr, rank) =>
+      rr.allgather({ data: new Float32Array(rank === 3 ? 5 : 4), shape: [1, rank === 3 ? 5 : 4] }, { name: 'ag' }),
+    );
+    await expectSameRejection(gather, MismatchError, /allgather dimensions after the first for tensor 'ag'/);
+
+    const root = world.map((rr, rank) => rr.broadcast(new Float32Array(3), { name: 'bc', root: rank === 1 ? 1 : 0 }));
+    await expectSameRejection(root, MismatchError, /broadcast roots for tensor 'bc'/);
+
+    const ok = await Promise.all(world.map((rr) => rr.allreduce(new Float32Array([1, 2]), { name: 'after' })));
+    for (const out of ok) assert.deepEqual([...out], [4, 8]);
+  });
+
+  test('a name already in flight on a rank is refused there', async () => {
+    const first = world[0]?.allreduce(new Float32Array(1), { name: 'dup' });
+    await assert.rejects(async () => world[0]?.allreduce(new Float32Array(1), { name: 'dup' }), InvalidArgumentError);
+    const rest = world.slice(1).map((rr) => rr.allreduce(new Float32Array(1), { name: 'dup' }));
+    await Promise.all([first, ...rest]);
+  });
+
+  test('a tensor some ranks never submit fails on the others with the missing ranks named', async () => {
+    const partial = world.slice(0, 2).map((rr) => rr.allreduce(new Float32Array(1), { name: 'lonely' }));
+    await expectSameRejection(partial, TimeoutError, /'lonely' timed out .* ranks 2, 3 did not submit it \(ranks 0, 1 did\)/);
+    const ok = await Promise.all(world.map((rr) => rr.allreduce(new Float32Array([1]), { name: 'still-alive' })));
+    assert.deepEqual(
+      ok.map((o) => o[0]),
+      [4, 4, 4, 4],
+    );
+  });
+
+  test('bad arguments reject with InvalidArgumentError naming the argument, nothing sent', async () => {
+    const rr = world[0] as RingReduce;
+    await assert.rejects(rr.allreduce([1, 2] as never), /tensor must be a typed array/);
+    await assert.rejects(rr.allreduce(new Int32Array(1), { op: 'average' }), /use op 'sum'/);
+    await assert.rejects(rr.broadcast(new Int32Array(1), { root: 9 }), /option 'root' must be an integer rank in \[0, 3\]/);
+  });
+});
