@@ -55,12 +55,12 @@ export type InitOptions = z.input<typeof kOptionsSchema>;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-function envInt(env: Env, name: string): number | undefined {
+function envInt(env: Env, name: string, min = 0): number | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
   const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value < 0) {
-    throw new InvalidArgumentError(`environment variable ${name}=${JSON.stringify(raw)} is not a non-negative integer`);
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new InvalidArgumentError(`environment variable ${name}=${JSON.stringify(raw)} must be an integer >= ${min}`);
   }
   return value;
 }
@@ -139,8 +139,8 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     storePort: store.port,
     address: o.address ?? (env.RINGREDUCE_ADDRESS || undefined),
     jobId: o.jobId ?? env.RINGREDUCE_JOB_ID ?? (size === 1 ? randomBytes(8).toString('hex') : 'ringreduce'),
-    startTimeoutMs: o.startTimeoutMs ?? envInt(env, 'RINGREDUCE_START_TIMEOUT_MS') ?? 30_000,
-    ioTimeoutMs: o.ioTimeoutMs ?? envInt(env, 'RINGREDUCE_IO_TIMEOUT_MS') ?? 30_000,
+    startTimeoutMs: o.startTimeoutMs ?? envInt(env, 'RINGREDUCE_START_TIMEOUT_MS', 1) ?? 30_000,
+    ioTimeoutMs: o.ioTimeoutMs ?? envInt(env, 'RINGREDUCE_IO_TIMEOUT_MS', 1) ?? 30_000,
     stallTimeoutMs: o.stallTimeoutMs ?? envInt(env, 'RINGREDUCE_STALL_TIMEOUT_MS') ?? 60_000,
     logLevel: logLevel as LogLevel,
   });

@@ -27,7 +27,10 @@ test('RINGREDUCE_* wins over Open MPI, which wins over torchrun', () => {
 });
 
 test('torchrun variables: rank, size and the store at MASTER_ADDR:MASTER_PORT', () => {
-  const c = resolveConfig({}, { RANK: '2', WORLD_SIZE: '4', LOCAL_RANK: '0', LOCAL_WORLD_SIZE: '2', MASTER_ADDR: '10.0.0.1', MASTER_PORT: '1234' });
+  const c = resolveConfig(
+    {},
+    { RANK: '2', WORLD_SIZE: '4', LOCAL_RANK: '0', LOCAL_WORLD_SIZE: '2', MASTER_ADDR: '10.0.0.1', MASTER_PORT: '1234' },
+  );
   assert.deepEqual([c.rank, c.size, c.localRank, c.localSize, c.storeHost, c.storePort], [2, 4, 0, 2, '10.0.0.1', 1234]);
 });
 
@@ -39,7 +42,8 @@ test('options win over the environment and are validated by name', () => {
 });
 
 test('bad environment values and a missing store address are clear errors', () => {
-  assert.throws(() => resolveConfig({}, { RINGREDUCE_IO_TIMEOUT_MS: 'soon' }), /RINGREDUCE_IO_TIMEOUT_MS="soon"/);
+  assert.throws(() => resolveConfig({}, { RINGREDUCE_IO_TIMEOUT_MS: 'soon' }), /RINGREDUCE_IO_TIMEOUT_MS="soon" must be an integer >= 1/);
+  assert.throws(() => resolveConfig({}, { RINGREDUCE_START_TIMEOUT_MS: '0' }), /RINGREDUCE_START_TIMEOUT_MS="0"/);
   assert.throws(() => resolveConfig({}, { RINGREDUCE_RANK: '0', RINGREDUCE_SIZE: '2' }), /RINGREDUCE_STORE_ADDR/);
   assert.throws(() => resolveConfig({}, { RINGREDUCE_RANK: '2', RINGREDUCE_SIZE: '2' }), /rank 2 is out of range/);
   assert.throws(() => resolveConfig({ storeAddress: 'nohost' }, {}), /store address must be host:port/);

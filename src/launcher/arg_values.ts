@@ -1,0 +1,43 @@
+/** Validators for ringrun's flag values. Each error names the flag and repeats the bad value. */
+import { InvalidArgumentError } from '../api/errors.js';
+import { kLogLevels, type LogLevel } from './env_contract.js';
+
+/** setTimeout's limit: a longer delay silently becomes 1 ms in Node. */
+export const kMaxDurationMs = 2 ** 31 - 1;
+
+const kUnitMs: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+export function parseCount(flag: string, text: string): number {
+  if (!/^\d+$/.test(text) || Number(text) < 1) {
+    throw new InvalidArgumentError(`${flag} must be a positive integer, got '${text}'`);
+  }
+  const count = Number(text);
+  if (!Number.isSafeInteger(count)) throw new InvalidArgumentError(`${flag} is too large: '${text}'`);
+  return count;
+}
+
+/**
+ * A duration in milliseconds: a bare number is milliseconds (like the RINGREDUCE_*_MS
+ * variables), or a number with a unit: 500ms, 30s, 1.5m, 2h.
+ */
+export function parseDuration(flag: string, text: string, options: { allowZero: boolean }): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  const unit = kUnitMs[match?.[2] ?? 'ms'];
+  if (match === null || unit === undefined) {
+    throw new InvalidArgumentError(`${flag} must be a duration such as 30000, 500ms, 30s or 2m, got '${text}'`);
+  }
+  const ms = Math.round(Number(match[1]) * unit);
+  if (ms === 0 && !options.allowZero) throw new InvalidArgumentError(`${flag} must be more than 0 ms, got '${text}'`);
+  if (ms > kMaxDurationMs) {
+    throw new InvalidArgumentError(`${flag} must be at most ${kMaxDurationMs} ms (about 24 days), got '${text}'`);
+  }
+  return ms;
+}
+
+export function parseLogLevel(flag: string, text: string): LogLevel {
+  const level = kLogLevels.find((candidate) => candidate === text.toLowerCase());
+  if (level === undefined) {
+    throw new InvalidArgumentError(`${flag} must be one of ${kLogLevels.join(', ')}, got '${text}'`);
+  }
+  return level;
+}

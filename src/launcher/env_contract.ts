@@ -1,0 +1,108 @@
+/**
+ * The environment contract between the launcher and the ranks (docs/env.md). The launcher
+ * writes these variables; the api reads them once when `init()` runs. Nothing here reads
+ * `process.env`: callers pass the base environment in, so the builder stays pure.
+ */
+import { randomBytes } from 'node:crypto';
+
+export const kEnv = {
+  rank: 'RINGREDUCE_RANK',
+  size: 'RINGREDUCE_SIZE',
+  localRank: 'RINGREDUCE_LOCAL_RANK',
+  localSize: 'RINGREDUCE_LOCAL_SIZE',
+  crossRank: 'RINGREDUCE_CROSS_RANK',
+  crossSize: 'RINGREDUCE_CROSS_SIZE',
+  storeAddr: 'RINGREDUCE_STORE_ADDR',
+  address: 'RINGREDUCE_ADDRESS',
+  jobId: 'RINGREDUCE_JOB_ID',
+  startTimeoutMs: 'RINGREDUCE_START_TIMEOUT_MS',
+  ioTimeoutMs: 'RINGREDUCE_IO_TIMEOUT_MS',
+  stallTimeoutMs: 'RINGREDUCE_STALL_TIMEOUT_MS',
+  logLevel: 'RINGREDUCE_LOG_LEVEL',
+} as const;
+
+export const kLogLevels = ['error', 'warn', 'info', 'debug'] as const;
+export type LogLevel = (typeof kLogLevels)[number];
+
+/** The address local jobs bind and advertise: loopback never leaves the machine. */
+export const kLocalAddress = '127.0.0.1';
+
+/**
+ * Engine settings the launcher forwards. An unset field is not written, so a value already
+ * in the launcher's own environment reaches the ranks unchanged (and otherwise the rank's
+ * default applies).
+ */
+export interface EngineSettings {
+  startTimeoutMs?: number;
+  ioTimeoutMs?: number;
+  stallTimeoutMs?: number;
+  logLevel?: LogLevel;
+}
+
+/** What every rank of one job shares. */
+export interface JobContract {
+  size: number;
+  /** host:port of the rendezvous store that rank 0 hosts. */
+  storeAddr: string;
+  jobId: string;
+  settings: EngineSettings;
+}
+
+/** Where one rank sits in the job. */
+export interface RankPlacement {
+  rank: number;
+  localRank: number;
+  localSize: number;
+  crossRank: number;
+  crossSize: number;
+  /** The address the rank binds its data listener to and advertises to its peers. */
+  address: string;
+}
+
+/** 16 hex characters: enough that two jobs on one machine never share an id by chance. */
+export function newJobId(): string {
+  return randomBytes(8).toString('hex');
+}
+
+/** `host:port`, with brackets around an IPv6 host so the last colon still splits the port. */
+export function formatHostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/** Placements of a job whose ranks all run on this machine. */
+export function localPlacements(size: number, address: string = kLocalAddress): RankPlacement[] {
+  return Array.from({ length: size }, (_, rank) => ({
+    rank,
+    localRank: rank,
+    localSize: size,
+    crossRank: 0,
+    crossSize: 1,
+    address,
+  }));
+}
+
+/** The contract variables of one rank (only those; merge them over the base environment). */
+export function contractEnv(job: JobContract, placement: RankPlacement): Record<string, string> {
+  const env: Record<string, string> = {
+    [kEnv.rank]: String(placement.rank),
+    [kEnv.size]: String(job.size),
+    [kEnv.localRank]: String(placement.localRank),
+    [kEnv.localSize]: String(placement.localSize),
+    [kEnv.crossRank]: String(placement.crossRank),
+    [kEnv.crossSize]: String(placement.crossSize),
+    [kEnv.storeAddr]: job.storeAddr,
+    [kEnv.address]: placement.address,
+    [kEnv.jobId]: job.jobId,
+  };
+  const { startTimeoutMs, ioTimeoutMs, stallTimeoutMs, logLevel } = job.settings;
+  if (startTimeoutMs !== undefined) env[kEnv.startTimeoutMs] = String(startTimeoutMs);
+  if (ioTimeoutMs !== undefined) env[kEnv.ioTimeoutMs] = String(ioTimeoutMs);
+  if (stallTimeoutMs !== undefined) env[kEnv.stallTimeoutMs] = String(stallTimeoutMs);
+  if (logLevel !== undefined) env[kEnv.logLevel] = logLevel;
+  return env;
+}
+
+/** The full environment of one rank: the base environment with the contract written over it. */
+export function rankEnv(base: NodeJS.ProcessEnv, job: JobContract, placement: RankPlacement): NodeJS.ProcessEnv {
+  return { ...base, ...contractEnv(job, placement) };
+}

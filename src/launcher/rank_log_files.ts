@@ -1,0 +1,43 @@
+import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
+import { join } from 'node:path';
+
+/** The file --output-dir writes rank `rank`'s output to. */
+export function rankLogPath(dir: string, rank: number): string {
+  return join(dir, `rank.${rank}.log`);
+}
+
+/**
+ * One file per rank under --output-dir, holding the rank's stdout and stderr lines in the
+ * order they arrived, without prefix. The launcher still prints them too.
+ */
+export class RankLogFiles {
+  private readonly streams: WriteStream[];
+
+  /** Creates the directory (and parents); throws if that is impossible, before any rank starts. */
+  constructor(dir: string, size: number, onError: (message: string) => void) {
+    mkdirSync(dir, { recursive: true });
+    this.streams = Array.from({ length: size }, (_, rank) => {
+      const path = rankLogPath(dir, rank);
+      const stream = createWriteStream(path);
+      // Reported once per file; the job goes on with its output on the terminal only.
+      stream.once('error', (error) => {
+        onError(`cannot write ${path}: ${error.message}`);
+      });
+      return stream;
+    });
+  }
+
+  lineSink(rank: number): (line: string) => void {
+    const stream = this.streams[rank];
+    return (line) => {
+      if (stream !== undefined && !stream.destroyed) stream.write(`${line}\n`);
+    };
+  }
+
+  /** Flushes and closes every file. */
+  async close(): Promise<void> {
+    await Promise.all(
+      this.streams.map((stream) => new Promise<void>((resolve) => (stream.destroyed ? resolve() : stream.end(resolve)))),
+    );
+  }
+}
