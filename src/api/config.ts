@@ -29,7 +29,14 @@ export interface Config {
   readonly ioTimeoutMs: number;
   readonly stallTimeoutMs: number;
   readonly logLevel: LogLevel;
+  /** Whether an MPI launcher started this process (Open MPI or PMI variables are set). */
+  readonly underMpi: boolean;
+  /** 'tcp' (default), 'mpi' (the native addon), or 'auto' (mpi when started by mpirun and the addon loads). */
+  readonly backend: Backend;
 }
+
+export type Backend = 'tcp' | 'mpi' | 'auto';
+const kBackends: readonly Backend[] = ['tcp', 'mpi', 'auto'];
 
 const rankField = z.number().int().nonnegative();
 const timeoutField = z.number().int().nonnegative();
@@ -48,6 +55,7 @@ const kOptionsSchema = z.strictObject({
   ioTimeoutMs: z.number().int().positive().optional(),
   stallTimeoutMs: timeoutField.optional(),
   logLevel: z.enum(['error', 'warn', 'info', 'debug']).optional(),
+  backend: z.enum(['tcp', 'mpi', 'auto']).optional(),
 });
 
 /** Options of init(); each wins over its environment variable (docs/env.md). */
@@ -117,7 +125,14 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
   const crossRank = o.crossRank ?? envInt(env, 'RINGREDUCE_CROSS_RANK') ?? 0;
 
   const storeText = o.storeAddress ?? storeAddressFromEnv(env);
-  if (size > 1 && storeText === undefined) {
+  const backend = o.backend ?? env.RINGREDUCE_BACKEND ?? 'auto';
+  if (!kBackends.includes(backend as Backend)) {
+    throw new InvalidArgumentError(`RINGREDUCE_BACKEND must be tcp, mpi or auto, got ${JSON.stringify(backend)}`);
+  }
+  const underMpi = env.OMPI_COMM_WORLD_SIZE !== undefined || env.PMI_SIZE !== undefined;
+  // The MPI backend needs no store: only a TCP job must know where rank 0's store is.
+  const mayUseMpi = backend === 'mpi' || (backend === 'auto' && underMpi);
+  if (size > 1 && storeText === undefined && !mayUseMpi) {
     throw new InvalidArgumentError(
       `a job of size ${size} needs the rendezvous address: set RINGREDUCE_STORE_ADDR (or MASTER_ADDR and MASTER_PORT), or start the job with ringrun`,
     );
@@ -127,6 +142,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
   if (!['error', 'warn', 'info', 'debug'].includes(logLevel)) {
     throw new InvalidArgumentError(`RINGREDUCE_LOG_LEVEL must be error, warn, info or debug, got ${JSON.stringify(logLevel)}`);
   }
+
 
   return Object.freeze({
     rank,
@@ -143,5 +159,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     ioTimeoutMs: o.ioTimeoutMs ?? envInt(env, 'RINGREDUCE_IO_TIMEOUT_MS', 1) ?? 30_000,
     stallTimeoutMs: o.stallTimeoutMs ?? envInt(env, 'RINGREDUCE_STALL_TIMEOUT_MS') ?? 60_000,
     logLevel: logLevel as LogLevel,
+    backend: backend as Backend,
+    underMpi,
   });
 }

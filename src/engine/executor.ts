@@ -11,7 +11,7 @@ import { ringAllgather } from '../algorithms/ring_allgather.js';
 import { ringAllreduce } from '../algorithms/ring_allreduce.js';
 import { allocShared } from '../api/dtypes.js';
 import type { TypedArray } from '../api/types.js';
-import type { Transport } from '../transport/transport.js';
+import { type NativeCollectives, nativeCollectivesOf, type Transport } from '../transport/transport.js';
 import type { ExecuteResponse } from './messages.js';
 import type { Entry } from './tensor_queue.js';
 
@@ -26,8 +26,11 @@ const kMaxTag = 0xffff_ffff;
 export class Executor {
   private nextTag = 0;
   private readonly pool = new BufferPool();
+  private readonly native: NativeCollectives | undefined;
 
-  constructor(private readonly transport: Transport) {}
+  constructor(private readonly transport: Transport) {
+    this.native = nativeCollectivesOf(transport);
+  }
 
   async execute(response: ExecuteResponse, entry: Entry): Promise<ExecutionResult> {
     const tag = this.nextTag;
@@ -36,10 +39,17 @@ export class Executor {
     const { buffer } = entry;
     switch (response.op) {
       case 'allreduce':
-        if (buffer) await ringAllreduce(this.transport, buffer, response.reduceOp, tag, options);
+        if (!buffer) return {};
+        if (this.native?.supports('allreduce', response.dtype, response.reduceOp)) {
+          await this.native.allreduce(buffer, response.reduceOp);
+        } else {
+          await ringAllreduce(this.transport, buffer, response.reduceOp, tag, options);
+        }
         return {};
       case 'broadcast':
-        if (buffer) await broadcast(this.transport, buffer, response.root, tag, options);
+        if (!buffer) return {};
+        if (this.native?.supports('broadcast', response.dtype)) await this.native.broadcast(buffer, response.root);
+        else await broadcast(this.transport, buffer, response.root, tag, options);
         return {};
       case 'allgather':
         return this.allgather(response, entry, tag, options);
@@ -63,12 +73,13 @@ export class Executor {
     let offset = 0;
     for (let r = 0; r < this.transport.rank; r++) offset += counts[r] ?? 0;
     if (entry.buffer) output.set(entry.buffer as never, offset);
-    await ringAllgather(this.transport, output, counts, tag, options);
+    if (this.native?.supports('allgather', response.dtype)) await this.native.allgather(output, counts);
+    else await ringAllgather(this.transport, output, counts, tag, options);
     const rows = response.firstDims.reduce((a, b) => a + b, 0);
     return { output, shape: [rows, ...shape.slice(1)] };
   }
 
   close(): void {
-    this.pool.clear?.();
+    this.pool.clear();
   }
 }

@@ -21,7 +21,18 @@ function post(message: FromEngine): void {
   Atomics.notify(signal, kSignalCompletions);
 }
 
-async function connect(): Promise<{ transport: Transport; close: () => Promise<void> }> {
+interface Connection {
+  transport: Transport;
+  close: () => Promise<void>;
+}
+
+async function connect(): Promise<Connection> {
+  if (config.backend === 'mpi' || (config.backend === 'auto' && config.underMpi && config.size > 1)) {
+    // Loaded only when asked for: the addon is optional and absent where MPI is not installed.
+    const mpi = await import('../transport/mpi/index.js');
+    if (config.backend === 'mpi' || mpi.isMpiAvailable()) return mpi.createMpiTransport(config);
+    logger.info('started by an MPI launcher, but the MPI addon is not built: using TCP');
+  }
   if (config.size === 1) {
     const transport = new SoloTransport();
     return { transport, close: () => transport.close() };
@@ -39,7 +50,7 @@ async function connect(): Promise<{ transport: Transport; close: () => Promise<v
 }
 
 async function main(): Promise<void> {
-  let connection: Awaited<ReturnType<typeof connect>>;
+  let connection: Connection;
   try {
     connection = await connect();
   } catch (error) {

@@ -26,6 +26,7 @@
  * A rank never sends to itself; `peer` is always in [0, size) and differs from `rank`.
  */
 import type { PeerFailureError } from '../api/errors.js';
+import type { DType, ReduceOp, TypedArray } from '../api/types.js';
 
 export type ControlHandler = (peer: number, payload: Uint8Array) => void;
 export type PeerFailureHandler = (peer: number, error: PeerFailureError) => void;
@@ -44,4 +45,23 @@ export interface Transport {
 /** The bytes of a typed array, without copying. */
 export function bytesOf(view: ArrayBufferView): Uint8Array {
   return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}
+
+/**
+ * Collectives a backend can run natively (MPI's tuned MPI_Allreduce, MPI_Allgatherv, MPI_Bcast).
+ * The executor prefers them when the transport offers them; each works in place on `buf`, and
+ * resolves once every rank has finished its part. A backend may offer a subset and return
+ * `false` from `supports` for what it cannot do (the executor then runs the ring algorithm).
+ */
+export interface NativeCollectives {
+  supports(op: 'allreduce' | 'allgather' | 'broadcast', dtype: DType, reduceOp?: ReduceOp): boolean;
+  allreduce(buf: TypedArray, reduceOp: ReduceOp): Promise<void>;
+  /** `out` holds every rank's block at offsets given by `counts` (elements); this rank's block is in place. */
+  allgather(out: TypedArray, counts: readonly number[]): Promise<void>;
+  broadcast(buf: TypedArray, root: number): Promise<void>;
+}
+
+/** A transport that also runs some collectives natively exposes them as `native`. */
+export function nativeCollectivesOf(transport: Transport): NativeCollectives | undefined {
+  return (transport as Partial<{ native: NativeCollectives }>).native;
 }
