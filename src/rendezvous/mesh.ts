@@ -1,0 +1,233 @@
+/**
+ * Full-mesh connect: turns a Store and a rank into one pair of TCP connections per peer.
+ *
+ * How it works:
+ * 1. Listen on an ephemeral port (MeshAcceptor) and publish "host:port" under `addr/<rank>`.
+ * 2. For every peer: read its address from the store (waiting until it is there), dial it,
+ *    send a hello, read the ack (handshake.ts). Meanwhile accept one connection from every peer.
+ * 3. Barrier through the store, so that when connectMesh resolves on any rank, every rank's
+ *    mesh is complete (and rank 0 may stop serving the store without stranding anyone).
+ *
+ * Why two connections per pair: the receive path lands large payloads straight in the
+ * caller's destination (possibly SharedArrayBuffer memory) through the socket's `onread:
+ * { buffer, callback }` option, which picks the buffer of every read. On Node 20 that option
+ * only takes effect on sockets created by `net.connect`; `net.createServer` ignores it for
+ * accepted sockets. So each rank receives only on connections it dialed and sends only on
+ * connections it accepted: for peers a and b, a→b (dialed by a) carries b's frames to a, and
+ * b→a carries a's frames to b. Each direction gets its own socket buffers and congestion
+ * window, which costs nothing in throughput.
+ *
+ * Every wait shares one deadline; a TimeoutError says which ranks did not publish an address,
+ * could not be reached, or did not connect to us.
+ */
+import type net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { InvalidArgumentError, PeerFailureError, ProtocolError, TimeoutError } from '../api/errors.js';
+import { dial } from './dial.js';
+import { AckSink, checkAck, encodeHello } from './handshake.js';
+import { MeshAcceptor } from './mesh_acceptor.js';
+import { barrier } from './mesh_barrier.js';
+import { ReadPort } from './read_port.js';
+import type { Store } from './store.js';
+
+export interface MeshOptions {
+  store: Store;
+  rank: number;
+  size: number;
+  /** Interface to listen on for data connections ("0.0.0.0" for all). */
+  host: string;
+  /** Host the peers dial to reach us; defaults to `host`. */
+  advertiseHost?: string;
+  jobId: string;
+  /** One deadline for the whole connect, barrier included. */
+  timeoutMs: number;
+  /** Store key prefix; defaults to `mesh/<jobId>/`. */
+  keyPrefix?: string;
+}
+
+/** The two connections to one peer, handshaken and ready for the transport. */
+export interface PeerLink {
+  peer: number;
+  /** "host:port" the peer listens on, for error messages. */
+  address: string;
+  /** Dialed by us: the peer's frames arrive here, read through `recvPort`. */
+  recvSocket: net.Socket;
+  recvPort: ReadPort;
+  /** Accepted from the peer: we write our frames here. */
+  sendSocket: net.Socket;
+}
+
+class StageTimeout extends Error {
+  constructor(
+    readonly stage: 'address' | 'connect',
+    readonly peer: number,
+  ) {
+    super(`${stage} of rank ${peer} timed out`);
+  }
+}
+
+/** Connects this rank to every other; resolves with one link per peer, ordered by rank. */
+export async function connectMesh(options: MeshOptions): Promise<PeerLink[]> {
+  const { rank, size, jobId } = options;
+  if (!Number.isInteger(size) || size < 1) throw new InvalidArgumentError(`size must be a positive integer, got ${size}`);
+  if (!Number.isInteger(rank) || rank < 0 || rank >= size) throw new InvalidArgumentError(`rank ${rank} is not in [0, ${size})`);
+  if (size === 1) return [];
+  const prefix = options.keyPrefix ?? `mesh/${jobId}/`;
+  const deadline = performance.now() + options.timeoutMs;
+  const abort = new AbortController();
+  const acceptor = new MeshAcceptor(rank, size, jobId);
+  const dialed = new Map<number, { socket: net.Socket; port: ReadPort; address: string }>();
+  const opened: net.Socket[] = [];
+  try {
+    const port = await acceptor.listen(options.host);
+    const advertised = { host: options.advertiseHost ?? options.host, port };
+    await options.store.set(`${prefix}addr/${rank}`, Buffer.from(JSON.stringify(advertised)));
+    const peers = [...Array(size).keys()].filter((p) => p !== rank);
+    const dialing = peers.map((peer) =>
+      dialPeer(options, prefix, peer, deadline, abort.signal, opened).then(
+        (link) => void dialed.set(peer, link),
+        (error) => {
+          // A timeout is reported with the others below; anything else is the answer right away.
+          if (!(error instanceof StageTimeout)) abort.abort(error);
+          throw error;
+        },
+      ),
+    );
+    const settled = await Promise.allSettled([...dialing, acceptor.whenComplete(deadline, abort.signal)]);
+    if (abort.signal.aborted) throw abort.signal.reason;
+    if (settled.some((s) => s.status === 'rejected')) {
+      throw meshTimeout(options, settled, acceptor);
+    }
+    await barrier(options.store, prefix, rank, size, deadline, options.timeoutMs);
+    return peers.map((peer) => {
+      const link = dialed.get(peer);
+      const sendSocket = acceptor.accepted.get(peer);
+      if (!link || !sendSocket) throw new Error(`mesh invariant: rank ${peer} missing after a complete connect`);
+      return { peer, address: link.address, recvSocket: link.socket, recvPort: link.port, sendSocket };
+    });
+  } catch (error) {
+    if (!abort.signal.aborted) abort.abort(error);
+    for (const socket of opened) socket.destroy();
+    acceptor.destroyAll();
+    throw error;
+  } finally {
+    acceptor.stopListening();
+  }
+}
+
+/** Destroys every socket of `links` (for a caller that fails before handing them on). */
+export function destroyLinks(links: readonly PeerLink[]): void {
+  for (const link of links) {
+    link.recvSocket.destroy();
+    link.sendSocket.destroy();
+  }
+}
+
+async function dialPeer(
+  options: MeshOptions,
+  prefix: string,
+  peer: number,
+  deadline: number,
+  signal: AbortSignal,
+  opened: net.Socket[],
+): Promise<{ socket: net.Socket; port: ReadPort; address: string }> {
+  let raw: Uint8Array;
+  try {
+    raw = await abortable(options.store.get(`${prefix}addr/${peer}`, remaining(deadline)), signal);
+  } catch (error) {
+    throw error instanceof TimeoutError ? new StageTimeout('address', peer) : error;
+  }
+  const { host, port } = parseAddress(raw, peer);
+  const address = `${host}:${port}`;
+  const who = `rank ${peer} at ${address}`;
+  let onAck: (ack: Buffer) => void = () => {};
+  const acked = new Promise<Buffer>((resolve) => {
+    onAck = resolve;
+  });
+  const readPort = new ReadPort(new AckSink((ack) => onAck(ack)));
+  let socket: net.Socket;
+  try {
+    socket = await dial({ host, port, deadline, what: `rank ${peer}`, onread: readPort.onread, signal });
+  } catch (error) {
+    throw error instanceof TimeoutError
+      ? new StageTimeout('connect', peer)
+      : new PeerFailureError(`cannot connect to ${who}: ${(error as Error).message}`, peer);
+  }
+  opened.push(socket);
+  socket.on('error', () => {}); // surfaces as 'close' below, then as the transport's failure
+  const closed = new Promise<never>((_, reject) => {
+    socket.once('close', () => reject(new PeerFailureError(`${who} closed the connection during the handshake`, peer)));
+  });
+  socket.write(encodeHello(options.rank, options.size, options.jobId));
+  const ack = await abortable(Promise.race([acked, closed]), signal, deadline, () => new StageTimeout('connect', peer));
+  checkAck(ack, peer, options.size, who);
+  return { socket, port: readPort, address };
+}
+
+function parseAddress(raw: Uint8Array, peer: number): { host: string; port: number } {
+  try {
+    const value = JSON.parse(Buffer.from(raw).toString('utf8')) as { host?: unknown; port?: unknown };
+    if (
+      typeof value.host === 'string' &&
+      Number.isInteger(value.port) &&
+      (value.port as number) > 0 &&
+      (value.port as number) < 65536
+    ) {
+      return { host: value.host, port: value.port as number };
+    }
+  } catch {}
+  throw new ProtocolError(`rank ${peer} published a malformed address in the store`);
+}
+
+function meshTimeout(options: MeshOptions, settled: PromiseSettledResult<unknown>[], acceptor: MeshAcceptor): TimeoutError {
+  const byStage = { address: [] as number[], connect: [] as number[] };
+  for (const s of settled) {
+    if (s.status === 'rejected' && s.reason instanceof StageTimeout) byStage[s.reason.stage].push(s.reason.peer);
+  }
+  const parts: string[] = [];
+  if (byStage.address.length > 0) parts.push(`ranks [${byStage.address.join(', ')}] did not publish their address`);
+  if (byStage.connect.length > 0) parts.push(`could not connect and handshake with ranks [${byStage.connect.join(', ')}]`);
+  const missing = acceptor.missing();
+  if (missing.length > 0) parts.push(`ranks [${missing.join(', ')}] did not connect to us`);
+  if (acceptor.refused.length > 0) parts.push(`refused connections: ${acceptor.refused.join('; ')}`);
+  return new TimeoutError(
+    `mesh of rank ${options.rank} (job "${options.jobId}", size ${options.size}) incomplete after ${options.timeoutMs} ms: ${parts.join('; ')}`,
+  );
+}
+
+function remaining(deadline: number): number {
+  return Math.max(0, Math.ceil(deadline - performance.now()));
+}
+
+/** `promise`, or a rejection on abort (its reason) or at `deadline` (`onTimeout()`). */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal, deadline?: number, onTimeout?: () => Error): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      signal.removeEventListener('abort', onAbort);
+      if (timer) clearTimeout(timer);
+    };
+    const onAbort = () => {
+      done();
+      reject(signal.reason);
+    };
+    const timer =
+      deadline === undefined
+        ? null
+        : setTimeout(() => {
+            done();
+            reject(onTimeout?.());
+          }, remaining(deadline));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        done();
+        resolve(value);
+      },
+      (error) => {
+        done();
+        reject(error);
+      },
+    );
+  });
+}

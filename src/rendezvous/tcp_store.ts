@@ -1,0 +1,179 @@
+/**
+ * TCP key/value store: rank 0 hosts a TcpStoreServer, every rank (rank 0 included) talks to it
+ * through a TcpStoreClient.
+ *
+ * How it works: see store_protocol.ts for the frames. The server keeps values in a map and,
+ * per key, the gets waiting for it; a set answers those waiters at once, so nobody polls. A
+ * waiting get carries its timeout: the server answers kOpTimeout at the deadline and drops the
+ * waiter, and the client keeps its own timer too so a hung server cannot stall it. Anything
+ * malformed (bad header, unknown op, bad key, request before hello) gets one kOpError frame with
+ * requestId 0 and the connection is closed; the server itself never throws on input.
+ */
+import type net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { ProtocolError, RingReduceError, ShutdownError, TimeoutError } from '../api/errors.js';
+import { dial } from './dial.js';
+import type { Store, StoreAddress } from './store.js';
+import {
+  decodeI64,
+  decodeText,
+  encodeFrame,
+  encodeI64,
+  encodeKeyed,
+  kAuthNone,
+  kDefaultMaxStoreFrameBytes,
+  kOpAdd,
+  kOpError,
+  kOpGet,
+  kOpHello,
+  kOpHelloOk,
+  kOpOk,
+  kOpSet,
+  kOpTimeout,
+  type StoreFrame,
+  StoreFrameReader,
+} from './store_protocol.js';
+
+export { TcpStoreServer, type TcpStoreServerOptions } from './tcp_store_server.js';
+
+export interface TcpStoreClientOptions extends StoreAddress {
+  /** How long to keep retrying the connection (the server may start later). */
+  connectTimeoutMs: number;
+  maxFrameBytes?: number;
+}
+
+/** The server answers a get at its deadline; the client's own timer only guards against a hung server. */
+const kClientGraceMs = 1000;
+
+interface PendingRequest {
+  key: string;
+  timeoutMs: number;
+  resolve: (body: Uint8Array) => void;
+  reject: (error: Error) => void;
+  timer: NodeJS.Timeout | null;
+}
+
+/** The client end of the TCP store; one connection, requests pipelined by id. */
+export class TcpStoreClient implements Store {
+  private readonly pending = new Map<number, PendingRequest>();
+  private nextId = 1;
+  private failure: Error | null = null;
+  private readonly where: string;
+
+  private constructor(
+    private readonly socket: net.Socket,
+    options: TcpStoreClientOptions,
+  ) {
+    this.where = `${options.host}:${options.port}`;
+    const reader = new StoreFrameReader(options.maxFrameBytes ?? kDefaultMaxStoreFrameBytes);
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        reader.push(chunk, (frame) => this.onFrame(frame));
+      } catch (error) {
+        this.fail(new RingReduceError(`bad reply from the store at ${this.where}: ${(error as Error).message}`));
+      }
+    });
+    socket.on('error', (error) => this.fail(new RingReduceError(`store connection to ${this.where} failed: ${error.message}`)));
+    socket.on('close', () => this.fail(new RingReduceError(`store connection to ${this.where} closed`)));
+  }
+
+  /** Connects (retrying until the deadline) and completes the hello. */
+  static async connect(options: TcpStoreClientOptions): Promise<TcpStoreClient> {
+    const deadline = performance.now() + options.connectTimeoutMs;
+    const socket = await dial({ host: options.host, port: options.port, deadline, what: 'the store' });
+    const client = new TcpStoreClient(socket, options);
+    const remaining = Math.max(1, Math.ceil(deadline - performance.now()));
+    try {
+      const reply = await client.request(kOpHello, 'hello', Uint8Array.of(kAuthNone), remaining, 0);
+      if (reply[0] !== kAuthNone) {
+        throw new ProtocolError(`the store at ${client.where} asks for auth method ${reply[0]}, which this client lacks`);
+      }
+    } catch (error) {
+      await client.close();
+      throw error;
+    }
+    return client;
+  }
+
+  /** The local IP this client reached the store from: a good address to advertise to peers. */
+  get localAddress(): string | undefined {
+    return this.socket.localAddress;
+  }
+
+  async set(key: string, value: Uint8Array): Promise<void> {
+    await this.request(kOpSet, key, encodeKeyed(new Uint8Array(0), key, value), 0);
+  }
+
+  async get(key: string, timeoutMs: number): Promise<Uint8Array> {
+    const prefix = Buffer.allocUnsafe(4);
+    prefix.writeUInt32LE(Math.min(Math.max(0, Math.ceil(timeoutMs)), 0xffff_ffff), 0);
+    return this.request(kOpGet, key, encodeKeyed(prefix, key), timeoutMs);
+  }
+
+  async add(key: string, delta: number): Promise<number> {
+    const body = await this.request(kOpAdd, key, encodeKeyed(encodeI64(delta), key), 0);
+    return decodeI64(body, `store counter "${key}"`);
+  }
+
+  async close(): Promise<void> {
+    this.fail(new ShutdownError(`store client for ${this.where} was closed`));
+    if (this.socket.closed) return;
+    await new Promise<void>((resolve) => {
+      this.socket.once('close', () => resolve());
+      this.socket.destroy();
+    });
+  }
+
+  /**
+   * Sends one request. Gets and the hello arm a client-side deadline; sets and adds are
+   * answered at once by a live server and end with the connection otherwise.
+   */
+  private request(op: number, key: string, body: Uint8Array, timeoutMs: number, id = this.nextId++): Promise<Uint8Array> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => {
+      const entry: PendingRequest = { key, timeoutMs, resolve, reject, timer: null };
+      if (op === kOpGet || op === kOpHello) {
+        entry.timer = setTimeout(
+          () => {
+            this.pending.delete(id);
+            reject(this.timeoutError(key, timeoutMs));
+          },
+          op === kOpGet ? timeoutMs + kClientGraceMs : timeoutMs,
+        );
+      }
+      this.pending.set(id, entry);
+      this.socket.write(encodeFrame(op, id, body));
+    });
+  }
+
+  private timeoutError(key: string, timeoutMs: number): TimeoutError {
+    if (key === 'hello') return new TimeoutError(`the store at ${this.where} did not answer the hello within ${timeoutMs} ms`);
+    return new TimeoutError(`store key "${key}" was not set within ${timeoutMs} ms (store at ${this.where})`);
+  }
+
+  private onFrame(frame: StoreFrame): void {
+    if (frame.op === kOpError && frame.requestId === 0) {
+      this.fail(new RingReduceError(`the store at ${this.where} closed the connection: ${decodeText(frame.body)}`));
+      return;
+    }
+    const entry = this.pending.get(frame.requestId);
+    if (!entry) return; // answer to a request we already timed out
+    this.pending.delete(frame.requestId);
+    if (entry.timer) clearTimeout(entry.timer);
+    if (frame.op === kOpOk || frame.op === kOpHelloOk) entry.resolve(frame.body);
+    else if (frame.op === kOpTimeout) entry.reject(this.timeoutError(entry.key, entry.timeoutMs));
+    else if (frame.op === kOpError) entry.reject(new RingReduceError(`store at ${this.where}: ${decodeText(frame.body)}`));
+    else this.fail(new RingReduceError(`the store at ${this.where} sent an unexpected op 0x${frame.op.toString(16)}`));
+  }
+
+  private fail(error: Error): void {
+    if (this.failure) return;
+    this.failure = error;
+    for (const entry of this.pending.values()) {
+      if (entry.timer) clearTimeout(entry.timer);
+      entry.reject(error);
+    }
+    this.pending.clear();
+    this.socket.destroy();
+  }
+}

@@ -1,0 +1,287 @@
+/**
+ * Receive path of one peer link: a state machine driven by the socket's `onread` hooks (see
+ * rendezvous/read_port.ts for Node's contract).
+ *
+ * How it works. Before every read, `buffer()` picks where the kernel writes:
+ * - A payload is in progress and at least kDirectMinBytes of it remain: the rest of the
+ *   payload's destination, exactly up to its end (so the next frame's bytes never land there).
+ *   The destination is the posted recv's `into` (zero copy, also into SharedArrayBuffer
+ *   memory), or the message's own staging buffer when no recv is posted yet.
+ * - Otherwise: the free tail of a reusable 64 KiB stage. `onRead` then parses every frame in
+ *   it: headers, small payloads (copied to their destination), several frames per read. Only a
+ *   partial header (< 12 bytes) is carried over to the next read.
+ *
+ * Matching is FIFO per tag. A data header either takes the oldest posted recv of its tag or
+ * queues as "arrived" with a staging buffer of its exact length (one allocation per unmatched
+ * message, none for matched ones). A recv posted later takes the oldest arrived message: copies
+ * what is there, and if the message is still arriving, redirects the rest straight into `into`.
+ * A length mismatch rejects that recv with ProtocolError and discards the message; the link
+ * stays up. Control payloads are assembled in their own buffer and handed to `onControl`.
+ */
+import { performance } from 'node:perf_hooks';
+import { ProtocolError } from '../../api/errors.js';
+import type { ReadSink } from '../../rendezvous/read_port.js';
+import { decodeHeader, type FrameHeader, type FrameLimits, kHeaderBytes, kKindControl } from './framing.js';
+import { Fifo, type PendingOp } from './pending_op.js';
+
+const kStageBytes = 64 * 1024;
+/** Below this, one more staged read (and a copy) beats a read of its own. */
+const kDirectMinBytes = 16 * 1024;
+const kEmpty = new Uint8Array(0);
+
+interface PostedRecv {
+  into: Uint8Array;
+  op: PendingOp;
+}
+
+interface Inbound {
+  control: boolean;
+  tag: number;
+  length: number;
+  received: number;
+  /** Where bytes go while no recv has taken the message (null once taken or dropped). */
+  staged: Uint8Array | null;
+  recv: PostedRecv | null;
+  /** Its recv was refused for a length mismatch: bytes are read and discarded. */
+  dropped: boolean;
+}
+
+interface TagQueue {
+  arrived: Fifo<Inbound>;
+  posted: Fifo<PostedRecv>;
+}
+
+export interface ReceiverHooks {
+  limits: FrameLimits;
+  /** Names the link in error messages: "rank 2 (10.0.0.2:4711)". */
+  who: string;
+  onControl(payload: Uint8Array): void;
+  /** A malformed frame: the link is broken. */
+  onViolation(error: ProtocolError): void;
+}
+
+/**
+ * Where received data payload bytes went: written by the kernel straight into a recv's `into`,
+ * copied into it (from the stage or a staging buffer), or staged for a recv not yet posted.
+ */
+export interface ReceiveStats {
+  zeroCopyBytes: number;
+  copiedBytes: number;
+  stagedBytes: number;
+}
+
+export class PeerReceiver implements ReadSink {
+  readonly stats: ReceiveStats = { zeroCopyBytes: 0, copiedBytes: 0, stagedBytes: 0 };
+  private readonly stage = new Uint8Array(kStageBytes);
+  private end = 0;
+  private cur: Inbound | null = null;
+  /** The array last returned by buffer(), and the payload destination it views (if direct). */
+  private handed: Uint8Array | null = null;
+  private handedDest: Uint8Array | null = null;
+  private readonly queues = new Map<number, TagQueue>();
+  private dead = false;
+  private failure: Error | null = null;
+
+  constructor(private readonly hooks: ReceiverHooks) {}
+
+  buffer(): Uint8Array {
+    const cur = this.cur;
+    if (cur !== null && !cur.dropped && cur.length - cur.received >= kDirectMinBytes) {
+      const dest = (cur.recv?.into ?? cur.staged) as Uint8Array;
+      this.handedDest = dest;
+      this.handed = dest.subarray(cur.received, cur.length);
+    } else {
+      this.handedDest = null;
+      this.handed = this.end === 0 ? this.stage : this.stage.subarray(this.end);
+    }
+    return this.handed;
+  }
+
+  onRead(nread: number, buf: Uint8Array): boolean {
+    if (this.dead) return false;
+    try {
+      if (buf !== this.handed) this.ingestForeign(buf.subarray(0, nread));
+      else if (this.handedDest !== null) this.landedDirect(nread, buf);
+      else {
+        this.end += nread;
+        this.parse();
+      }
+    } catch (error) {
+      this.dead = true;
+      this.hooks.onViolation(error instanceof ProtocolError ? error : new ProtocolError(String(error)));
+      return false;
+    }
+    return !this.dead;
+  }
+
+  /**
+   * Posts a recv for the next message with `tag`. After fail(), only messages that arrived
+   * whole before the link broke can still be taken; anything else rejects with the failure.
+   */
+  post(tag: number, into: Uint8Array, op: PendingOp): void {
+    const queue = this.queue(tag);
+    const inbound = queue.arrived.shift();
+    if (inbound === undefined && this.failure === null) {
+      queue.posted.push({ into, op });
+      return;
+    }
+    this.release(tag, queue);
+    if (inbound === undefined) {
+      op.reject(this.failure as Error);
+      return;
+    }
+    if (inbound.length !== into.byteLength) {
+      op.reject(this.mismatch(tag, into.byteLength, inbound.length));
+      inbound.staged = null;
+      inbound.dropped = true;
+      return;
+    }
+    const staged = inbound.staged as Uint8Array;
+    inbound.staged = null;
+    this.stats.copiedBytes += inbound.received;
+    if (inbound.received === inbound.length) {
+      into.set(staged);
+      op.resolve();
+      return;
+    }
+    // Still arriving (it is this.cur): move what is here, the rest lands in `into` directly.
+    into.set(staged.subarray(0, inbound.received));
+    inbound.recv = { into, op };
+  }
+
+  /**
+   * Stops reading and rejects every waiting recv. Messages that arrived whole stay claimable:
+   * a peer that sends its last message and closes at once must not lose it. Idempotent.
+   */
+  fail(error: Error): void {
+    this.dead = true;
+    this.failure ??= error;
+    this.cur?.recv?.op.reject(error);
+    this.cur = null;
+    for (const [tag, queue] of this.queues) {
+      for (const posted of queue.posted.drain()) posted.op.reject(error);
+      const whole = new Fifo<Inbound>();
+      for (const inbound of queue.arrived.drain()) if (inbound.received === inbound.length) whole.push(inbound);
+      if (whole.length === 0) this.queues.delete(tag);
+      else queue.arrived = whole;
+    }
+  }
+
+  private landedDirect(nread: number, buf: Uint8Array): void {
+    const cur = this.cur as Inbound; // only fail() clears it, and then `dead` stops us first
+    if (!cur.dropped) {
+      const dest = (cur.recv?.into ?? cur.staged) as Uint8Array;
+      // A recv posted since buffer() redirected the message: the bytes are in the old staging.
+      const copied = dest !== this.handedDest;
+      if (copied) dest.set(buf.subarray(0, nread), cur.received);
+      this.count(cur, nread, copied);
+    }
+    this.advance(cur, nread);
+  }
+
+  /** Bytes that landed in an array we did not hand out (the first read after the handshake). */
+  private ingestForeign(bytes: Uint8Array): void {
+    let at = 0;
+    while (at < bytes.byteLength && !this.dead) {
+      const n = Math.min(bytes.byteLength - at, kStageBytes - this.end);
+      this.stage.set(bytes.subarray(at, at + n), this.end);
+      this.end += n;
+      at += n;
+      this.parse();
+    }
+  }
+
+  private parse(): void {
+    const stage = this.stage;
+    const end = this.end;
+    let at = 0;
+    while (at < end && !this.dead) {
+      const cur = this.cur;
+      if (cur !== null) {
+        const n = Math.min(end - at, cur.length - cur.received);
+        if (!cur.dropped) ((cur.recv?.into ?? cur.staged) as Uint8Array).set(stage.subarray(at, at + n), cur.received);
+        this.count(cur, n, true);
+        at += n;
+        this.advance(cur, n);
+        continue;
+      }
+      if (end - at < kHeaderBytes) break;
+      const header = decodeHeader(stage, at, this.hooks.limits);
+      at += kHeaderBytes;
+      this.begin(header);
+    }
+    if (this.dead) return;
+    // Carry a partial header over to the front; everything else is consumed.
+    if (at < end) stage.copyWithin(0, at, end);
+    this.end = end - at;
+  }
+
+  private begin(header: FrameHeader): void {
+    const inbound: Inbound = {
+      control: header.kind === kKindControl,
+      tag: header.tag,
+      length: header.length,
+      received: 0,
+      staged: null,
+      recv: null,
+      dropped: false,
+    };
+    if (inbound.control) {
+      inbound.staged = new Uint8Array(header.length);
+    } else {
+      const queue = this.queue(header.tag);
+      const posted = queue.posted.shift();
+      if (posted === undefined) {
+        inbound.staged = header.length === 0 ? kEmpty : Buffer.allocUnsafe(header.length);
+        queue.arrived.push(inbound);
+      } else {
+        this.release(header.tag, queue);
+        if (posted.into.byteLength === header.length) inbound.recv = posted;
+        else {
+          posted.op.reject(this.mismatch(header.tag, posted.into.byteLength, header.length));
+          inbound.dropped = true;
+        }
+      }
+    }
+    this.cur = inbound;
+    this.advance(inbound, 0);
+  }
+
+  /** Counts `n` more bytes of the current payload and completes it when whole. */
+  private advance(cur: Inbound, n: number): void {
+    cur.received += n;
+    if (cur.recv !== null) cur.recv.op.lastProgress = performance.now();
+    if (cur.received < cur.length) return;
+    this.cur = null;
+    if (cur.control) this.hooks.onControl(cur.staged as Uint8Array);
+    else if (cur.recv !== null) cur.recv.op.resolve();
+    // An unmatched data message now waits, complete, in its tag's arrived queue.
+  }
+
+  private count(cur: Inbound, n: number, copied: boolean): void {
+    if (cur.dropped || cur.control) return;
+    if (cur.recv === null) this.stats.stagedBytes += n;
+    else if (copied) this.stats.copiedBytes += n;
+    else this.stats.zeroCopyBytes += n;
+  }
+
+  private queue(tag: number): TagQueue {
+    let queue = this.queues.get(tag);
+    if (queue === undefined) {
+      queue = { arrived: new Fifo(), posted: new Fifo() };
+      this.queues.set(tag, queue);
+    }
+    return queue;
+  }
+
+  /** Forgets an empty tag queue, so tags used once do not pile up. */
+  private release(tag: number, queue: TagQueue): void {
+    if (queue.arrived.length === 0 && queue.posted.length === 0) this.queues.delete(tag);
+  }
+
+  private mismatch(tag: number, expected: number, actual: number): ProtocolError {
+    return new ProtocolError(
+      `message from ${this.hooks.who} with tag ${tag} has ${actual} bytes but the recv expects ${expected}; the message was discarded`,
+    );
+  }
+}

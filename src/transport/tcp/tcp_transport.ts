@@ -1,0 +1,293 @@
+/**
+ * TcpTransport: the Transport contract (../transport.ts) over the sockets of a connected mesh.
+ *
+ * How it works: per peer, a PeerReceiver reads the connection we dialed (receiver.ts) and a
+ * PeerSender writes the connection the peer dialed (sender.ts); rendezvous/mesh.ts says why
+ * there are two. Ordering: frames to one peer go out in call order on one socket, so data is
+ * FIFO per (peer, tag) and control is FIFO per peer; a control message queues behind data
+ * already handed to the socket.
+ *
+ * Failures: close, reset, end or an error on the receive socket, or a malformed frame, fails
+ * the peer once: every pending and future op with it rejects with one PeerFailureError naming
+ * the rank and address, both sockets are destroyed, and the onPeerFailure handlers run. Only
+ * messages that had arrived whole can still be taken by a later recv. When the send socket
+ * breaks first (the usual order when a peer closes right after its last send), sends fail at
+ * once but the receive side drains up to its end (at most kDrainGraceMs) before the peer
+ * fails, so that last message is not lost.
+ *
+ * Deadlines: one watchdog timer per transport, armed only while ops are pending, scans the
+ * ops' progress stamps (set by the receiver per read and by the sender per completed write)
+ * and re-arms for the next due time. An op with no progress for ioTimeoutMs rejects with
+ * TimeoutError, and the link to that peer is then torn down like a failure: the stream position
+ * is unknown, and a torn-down socket can no longer write into a buffer whose recv has already
+ * rejected.
+ */
+import type net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { InvalidArgumentError, PeerFailureError, ShutdownError, TimeoutError } from '../../api/errors.js';
+import type { PeerLink } from '../../rendezvous/mesh.js';
+import type { ControlHandler, PeerFailureHandler, Transport } from '../transport.js';
+import { type FrameLimits, kDefaultMaxControlBytes, kDefaultMaxFrameBytes, kKindControl, kKindData, kMaxU32 } from './framing.js';
+import { type OpKind, type PendingOp, startOp } from './pending_op.js';
+import { PeerReceiver, type ReceiveStats } from './receiver.js';
+import { PeerSender } from './sender.js';
+
+export interface TcpTransportOptions {
+  /** A send or recv with no progress for this long rejects with TimeoutError. */
+  ioTimeoutMs: number;
+  /** Largest data message (bounds what a peer's header can make us allocate). */
+  maxFrameBytes?: number;
+  maxControlBytes?: number;
+}
+
+interface Peer {
+  link: PeerLink;
+  who: string;
+  receiver: PeerReceiver;
+  sender: PeerSender;
+  failure: PeerFailureError | null;
+  /** The send connection broke first; the receive side drains until `drainTimer` fires. */
+  sendFailure: PeerFailureError | null;
+  drainTimer: NodeJS.Timeout | null;
+}
+
+/** How long the receive side may keep delivering after the send side of a peer broke. */
+const kDrainGraceMs = 1000;
+
+export class TcpTransport implements Transport {
+  private readonly peers: (Peer | undefined)[];
+  private readonly pending = new Set<PendingOp>();
+  private readonly limits: FrameLimits;
+  private readonly ioTimeoutMs: number;
+  private watchdog: NodeJS.Timeout | null = null;
+  private controlHandler: ControlHandler | null = null;
+  private readonly earlyControl: [number, Uint8Array][] = [];
+  private readonly failureHandlers: PeerFailureHandler[] = [];
+  private closing: Promise<void> | null = null;
+
+  constructor(
+    readonly rank: number,
+    readonly size: number,
+    links: readonly PeerLink[],
+    options: TcpTransportOptions,
+  ) {
+    if (!(options.ioTimeoutMs > 0)) throw new InvalidArgumentError(`ioTimeoutMs must be positive, got ${options.ioTimeoutMs}`);
+    this.ioTimeoutMs = options.ioTimeoutMs;
+    this.limits = {
+      maxFrameBytes: Math.min(options.maxFrameBytes ?? kDefaultMaxFrameBytes, kMaxU32),
+      maxControlBytes: Math.min(options.maxControlBytes ?? kDefaultMaxControlBytes, kMaxU32),
+    };
+    this.peers = new Array(size).fill(undefined);
+    for (const link of links) this.peers[link.peer] = this.attach(link);
+    for (let p = 0; p < size; p++) {
+      if (p !== rank && this.peers[p] === undefined) throw new InvalidArgumentError(`no link for peer rank ${p}`);
+    }
+  }
+
+  send(peer: number, tag: number, data: Uint8Array): Promise<void> {
+    if (data.byteLength > this.limits.maxFrameBytes) {
+      return Promise.reject(
+        new InvalidArgumentError(`message of ${data.byteLength} bytes exceeds maxFrameBytes ${this.limits.maxFrameBytes}`),
+      );
+    }
+    return this.start('send', peer, tag, (p, op) => p.sender.send(kKindData, tag, data, op));
+  }
+
+  recv(peer: number, tag: number, into: Uint8Array): Promise<void> {
+    if (!(into instanceof Uint8Array)) return Promise.reject(new InvalidArgumentError('recv: `into` must be a Uint8Array'));
+    return this.start('recv', peer, tag, (p, op) => p.receiver.post(tag, into, op));
+  }
+
+  sendControl(peer: number, payload: Uint8Array): Promise<void> {
+    if (payload.byteLength > this.limits.maxControlBytes) {
+      return Promise.reject(
+        new InvalidArgumentError(`control message of ${payload.byteLength} bytes exceeds ${this.limits.maxControlBytes}`),
+      );
+    }
+    return this.start('control', peer, 0, (p, op) => p.sender.send(kKindControl, 0, payload, op));
+  }
+
+  onControl(handler: ControlHandler): void {
+    this.controlHandler = handler;
+    for (const [peer, payload] of this.earlyControl.splice(0)) this.callControl(handler, peer, payload);
+  }
+
+  onPeerFailure(handler: PeerFailureHandler): void {
+    this.failureHandlers.push(handler);
+    for (const p of this.peers) {
+      const failure = p?.failure;
+      if (failure) queueMicrotask(() => handler(failure.peerRank as number, failure));
+    }
+  }
+
+  /** Where the data payload bytes received so far went (see ReceiveStats). */
+  stats(): ReceiveStats {
+    const total: ReceiveStats = { zeroCopyBytes: 0, copiedBytes: 0, stagedBytes: 0 };
+    for (const p of this.peers) {
+      total.zeroCopyBytes += p?.receiver.stats.zeroCopyBytes ?? 0;
+      total.copiedBytes += p?.receiver.stats.copiedBytes ?? 0;
+      total.stagedBytes += p?.receiver.stats.stagedBytes ?? 0;
+    }
+    return total;
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private start(kind: OpKind, peer: number, tag: number, go: (p: Peer, op: PendingOp) => void): Promise<void> {
+    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) {
+      return Promise.reject(
+        new InvalidArgumentError(`peer ${peer} is not another rank in [0, ${this.size}) (this is rank ${this.rank})`),
+      );
+    }
+    if (!Number.isInteger(tag) || tag < 0 || tag > kMaxU32)
+      return Promise.reject(new InvalidArgumentError(`tag must be a u32, got ${tag}`));
+    if (this.closing) return Promise.reject(new ShutdownError(`transport of rank ${this.rank} is closed`));
+    const p = this.peers[peer] as Peer;
+    // A recv may still take a message that arrived whole before the failure (receiver.post).
+    const failure = kind === 'recv' ? null : (p.failure ?? p.sendFailure);
+    if (failure) return Promise.reject(failure);
+    const [op, promise] = startOp(kind, peer, tag, this.pending);
+    go(p, op);
+    if (this.watchdog === null && !op.done) this.arm(this.ioTimeoutMs);
+    return promise;
+  }
+
+  private attach(link: PeerLink): Peer {
+    const who = `rank ${link.peer} (${link.address})`;
+    const fail = (cause: string) => this.failPeer(link.peer, cause);
+    const p: Peer = {
+      link,
+      who,
+      receiver: new PeerReceiver({
+        limits: this.limits,
+        who,
+        onControl: (payload) => this.deliverControl(link.peer, payload),
+        onViolation: (error) => fail(`sent a malformed frame: ${error.message}`),
+      }),
+      sender: new PeerSender(link.sendSocket, (error) => fail(`write failed: ${describe(error)}`)),
+      failure: null,
+      sendFailure: null,
+      drainTimer: null,
+    };
+    // The receive connection fails the peer at once: its bytes up to the end were delivered.
+    watch(link.recvSocket, 'receive', fail);
+    // The send connection usually ends because the peer closed, and the frames it sent just
+    // before are still in our receive socket: let them drain before failing the peer.
+    watch(link.sendSocket, 'send', (cause) => this.failSend(p, cause));
+    // The peer never writes on the connection we send on; bytes there mean a confused peer.
+    link.sendSocket.on('data', () => fail('wrote on its receive-only connection'));
+    link.recvPort.attach(p.receiver);
+    link.recvSocket.resume(); // the handshake paused it
+    if (link.recvSocket.destroyed || link.sendSocket.destroyed) {
+      queueMicrotask(() => fail('connection closed before the transport started'));
+    }
+    return p;
+  }
+
+  private failSend(p: Peer, cause: string): void {
+    if (p.failure || p.sendFailure || this.closing) return;
+    p.sendFailure = new PeerFailureError(`${p.who}: ${cause}`, p.link.peer);
+    p.sender.fail(p.sendFailure);
+    p.drainTimer = setTimeout(() => this.failPeer(p.link.peer, cause), Math.min(kDrainGraceMs, this.ioTimeoutMs));
+  }
+
+  private failPeer(peer: number, cause: string): void {
+    const p = this.peers[peer];
+    if (p === undefined || p.failure || this.closing) return;
+    if (p.drainTimer) clearTimeout(p.drainTimer);
+    const failure = p.sendFailure ?? new PeerFailureError(`${p.who}: ${cause}`, peer);
+    p.failure = failure;
+    p.receiver.fail(failure);
+    p.sender.fail(failure);
+    p.link.recvSocket.destroy();
+    p.link.sendSocket.destroy();
+    for (const handler of this.failureHandlers) {
+      try {
+        handler(peer, failure);
+      } catch (error) {
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
+  }
+
+  private deliverControl(peer: number, payload: Uint8Array): void {
+    if (this.controlHandler) this.callControl(this.controlHandler, peer, payload);
+    else this.earlyControl.push([peer, payload]);
+  }
+
+  /** A throwing handler is the engine's bug, not the link's: rethrow it outside the read path. */
+  private callControl(handler: ControlHandler, peer: number, payload: Uint8Array): void {
+    try {
+      handler(peer, payload);
+    } catch (error) {
+      queueMicrotask(() => {
+        throw error;
+      });
+    }
+  }
+
+  private arm(ms: number): void {
+    this.watchdog = setTimeout(() => this.check(), Math.max(1, Math.ceil(ms)));
+  }
+
+  private check(): void {
+    this.watchdog = null;
+    const now = performance.now();
+    const expired = [...this.pending].filter((op) => now - op.lastProgress >= this.ioTimeoutMs);
+    for (const op of expired) {
+      if (op.done) continue; // settled by the failure of an op expired before it
+      const p = this.peers[op.peer] as Peer;
+      const what =
+        op.kind === 'recv'
+          ? `recv from ${p.who} with tag ${op.tag}`
+          : op.kind === 'send'
+            ? `send to ${p.who} with tag ${op.tag}`
+            : `control message to ${p.who}`;
+      op.reject(new TimeoutError(`${what} made no progress for ${this.ioTimeoutMs} ms`));
+      this.failPeer(op.peer, `link torn down after a ${op.kind} timed out (no progress for ${this.ioTimeoutMs} ms)`);
+    }
+    let next = Number.POSITIVE_INFINITY;
+    for (const op of this.pending) next = Math.min(next, op.lastProgress + this.ioTimeoutMs);
+    if (next !== Number.POSITIVE_INFINITY && !this.closing) this.arm(next - now);
+  }
+
+  private async shutdown(): Promise<void> {
+    if (this.watchdog) clearTimeout(this.watchdog);
+    this.watchdog = null;
+    const error = new ShutdownError(`transport of rank ${this.rank} was closed`);
+    const sockets: net.Socket[] = [];
+    for (const p of this.peers) {
+      if (p === undefined) continue;
+      if (p.drainTimer) clearTimeout(p.drainTimer);
+      p.receiver.fail(error);
+      p.sender.fail(error);
+      sockets.push(p.link.recvSocket, p.link.sendSocket);
+    }
+    for (const op of [...this.pending]) op.reject(error);
+    await Promise.all(sockets.map(destroyAndWait));
+  }
+}
+
+function watch(socket: net.Socket, role: 'receive' | 'send', fail: (cause: string) => void): void {
+  socket.on('error', (error) => fail(`connection failed: ${describe(error)} [${role} link]`));
+  socket.on('end', () => fail(`closed the connection [${role} link]`));
+  socket.on('close', () => fail(`connection closed [${role} link]`));
+}
+
+function describe(error: Error): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  return code ? `${code} (${error.message})` : error.message;
+}
+
+function destroyAndWait(socket: net.Socket): Promise<void> {
+  if (socket.closed) return Promise.resolve();
+  return new Promise((resolve) => {
+    socket.once('close', () => resolve());
+    socket.destroy();
+  });
+}

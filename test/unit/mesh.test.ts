@@ -1,0 +1,145 @@
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { ProtocolError, TimeoutError } from '../../src/api/errors.js';
+import { connectMesh, destroyLinks, type MeshOptions, type PeerLink } from '../../src/rendezvous/mesh.js';
+import type { StoreAddress } from '../../src/rendezvous/store.js';
+import { TcpStoreClient, TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
+import { createTcpTransport } from '../../src/transport/tcp/index.js';
+import { liveHandles } from './tcp_test_helpers.js';
+
+describe('connectMesh', () => {
+  let server: TcpStoreServer;
+  let address: StoreAddress;
+  const clients: TcpStoreClient[] = [];
+  let job = 0;
+
+  before(async () => {
+    server = new TcpStoreServer({ host: '127.0.0.1', port: 0 });
+    address = await server.listen();
+  });
+  after(async () => {
+    await Promise.all(clients.map((c) => c.close()));
+    await server.close();
+  });
+
+  async function mesh(overrides: Partial<MeshOptions> & { rank: number; size: number }): Promise<PeerLink[]> {
+    const store = await TcpStoreClient.connect({ ...address, connectTimeoutMs: 2000 });
+    clients.push(store);
+    return connectMesh({ store, host: '127.0.0.1', jobId: `job${job}`, timeoutMs: 3000, keyPrefix: `t${job}/`, ...overrides });
+  }
+
+  it('connects 3 ranks: one receive and one send socket per peer, no-delay, ordered by rank', async () => {
+    job++;
+    const meshes = await Promise.all([0, 1, 2].map((rank) => mesh({ rank, size: 3 })));
+    assert.deepEqual(
+      meshes.map((links) => links.map((l) => l.peer)),
+      [
+        [1, 2],
+        [0, 2],
+        [0, 1],
+      ],
+    );
+    // rank 0's receive socket from rank 1 is rank 1's send socket to rank 0.
+    const [m0, m1] = meshes as [PeerLink[], PeerLink[]];
+    assert.equal(m0[0]?.recvSocket.localPort, m1[0]?.sendSocket.remotePort);
+    assert.match(m0[0]?.address ?? '', /^127\.0\.0\.1:\d+$/);
+    for (const links of meshes) destroyLinks(links);
+  });
+
+  it('names the ranks that never show up', async () => {
+    job++;
+    const started = performance.now();
+    const results = await Promise.allSettled([0, 1].map((rank) => mesh({ rank, size: 3, timeoutMs: 400 })));
+    const elapsed = performance.now() - started;
+    for (const r of results) {
+      assert.equal(r.status, 'rejected');
+      const e = (r as PromiseRejectedResult).reason as Error;
+      assert.ok(e instanceof TimeoutError, String(e));
+      assert.match(e.message, /ranks \[2\] did not publish their address/);
+      assert.match(e.message, /ranks \[2\] did not connect to us/);
+    }
+    assert.ok(elapsed < 2500, `gave up after ${elapsed} ms`);
+  });
+
+  it('refuses a dialer of another job with a clear error on both sides', async () => {
+    job++;
+    const [good, stranger] = await Promise.allSettled([
+      mesh({ rank: 0, size: 2, timeoutMs: 800 }),
+      mesh({ rank: 1, size: 2, jobId: 'other-job', timeoutMs: 800 }),
+    ]);
+    // Each side dials the other, so which refusal lands first varies; both fail, and the
+    // refusal names the reason.
+    assert.equal(stranger.status, 'rejected');
+    assert.equal(good.status, 'rejected');
+    const messages = [good, stranger].map((r) => String((r as PromiseRejectedResult).reason));
+    assert.ok(
+      messages.some((m) => /ProtocolError: rank \d at 127\.0\.0\.1:\d+ refused the connection: different job id/.test(m)),
+      messages.join('\n'),
+    );
+  });
+
+  it('ignores a stranger sending garbage to the data port', async () => {
+    job++;
+    const first = mesh({ rank: 0, size: 2 });
+    const spy = await TcpStoreClient.connect({ ...address, connectTimeoutMs: 2000 });
+    const { host, port } = JSON.parse(Buffer.from(await spy.get(`t${job}/addr/0`, 2000)).toString());
+    await spy.close();
+    const garbage = net.connect(port, host);
+    garbage.on('error', () => {});
+    garbage.write(Buffer.alloc(32, 0x55));
+    const links = await Promise.all([first, mesh({ rank: 1, size: 2 })]);
+    for (const l of links) destroyLinks(l);
+    garbage.destroy();
+  });
+
+  it('rejects a bad ack from a non-peer listening at a published address', async () => {
+    job++;
+    const fake = net.createServer((s) => {
+      s.resume();
+      s.write(Buffer.alloc(16, 0x01));
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    const store = await TcpStoreClient.connect({ ...address, connectTimeoutMs: 2000 });
+    clients.push(store);
+    const fakePort = (fake.address() as net.AddressInfo).port;
+    await store.set(`t${job}/addr/1`, Buffer.from(JSON.stringify({ host: '127.0.0.1', port: fakePort })));
+    await assert.rejects(
+      mesh({ rank: 0, size: 2, timeoutMs: 1000 }),
+      (e) => e instanceof ProtocolError && /not a ringreduce ack/.test(e.message),
+    );
+    fake.close();
+  });
+});
+
+describe('createTcpTransport', () => {
+  it('rendezvous, mesh and transport for 3 ranks, rank 0 starting last; close leaves no handles', {
+    timeout: 20_000,
+  }, async () => {
+    const before = await liveHandles();
+    const probe = net.createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const storeAddress = { host: '127.0.0.1', port: (probe.address() as net.AddressInfo).port };
+    await new Promise((resolve) => probe.close(resolve));
+    const make = (rank: number) =>
+      createTcpTransport({
+        rank,
+        size: 3,
+        storeAddress,
+        hostStore: rank === 0,
+        jobId: 'e2e',
+        timeouts: { connectMs: 5000, ioMs: 5000 },
+      });
+    const others = [make(1), make(2)];
+    await new Promise((resolve) => setTimeout(resolve, 200)); // ranks 1 and 2 retry meanwhile
+    const handles = await Promise.all([make(0), ...others]);
+    const [t0, t1, t2] = handles.map((h) => h.transport);
+    assert.ok(t0 && t1 && t2);
+    const into = new Uint8Array(3);
+    await Promise.all([t2.recv(1, 5, into), t1.send(2, 5, Uint8Array.of(7, 8, 9))]);
+    assert.deepEqual([...into], [7, 8, 9]);
+    await Promise.all(handles.map((h) => h.close()));
+    await handles[0]?.close(); // idempotent
+    assert.deepEqual(await liveHandles(), before);
+  });
+});
