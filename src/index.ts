@@ -1,4 +1,6 @@
 /** ringreduce: collective communication and data-parallel training for Node.js. */
+
+export type { Config, InitOptions } from './api/config.js';
 export {
   allgather,
   allgatherSync,
@@ -19,7 +21,6 @@ export {
   shutdown,
   size,
 } from './api/default_runtime.js';
-export type { Config, InitOptions } from './api/config.js';
 export {
   InvalidArgumentError,
   MismatchError,

@@ -32,9 +32,15 @@ test('a name is released only once every rank reported it, in the order names be
   coordinator.onRequests(1, [req('b'), req('a')]);
   assert.equal(published.length, 0);
   coordinator.onRequests(2, [req('b')]);
-  assert.deepEqual(published.map((list) => list.map((r) => r.names[0])), [['b']]);
+  assert.deepEqual(
+    published.map((list) => list.map((r) => r.names[0])),
+    [['b']],
+  );
   coordinator.onRequests(2, [req('a')]);
-  assert.deepEqual(published.map((list) => list.map((r) => r.names[0])), [['b'], ['a']]);
+  assert.deepEqual(
+    published.map((list) => list.map((r) => r.names[0])),
+    [['b'], ['a']],
+  );
   assert.deepEqual(coordinator.waitingNames(), []);
   coordinator.close();
 });

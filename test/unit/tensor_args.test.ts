@@ -12,8 +12,14 @@ test('typed arrays are 1-D tensors of their dtype', () => {
 test('{ data, shape } is checked against its element count', () => {
   const t = parseTensor({ data: new Float32Array(6), shape: [2, 3] });
   assert.deepEqual([t.dtype, t.shape, t.shaped], ['float32', [2, 3], true]);
-  assert.throws(() => parseTensor({ data: new Float32Array(5), shape: [2, 3] }), /shape \[2, 3\] holds 6 elements but tensor.data has 5/);
-  assert.throws(() => parseTensor({ data: new Float32Array(1), shape: [1.5] }), /tensor.shape must be an array of non-negative integers/);
+  assert.throws(
+    () => parseTensor({ data: new Float32Array(5), shape: [2, 3] }),
+    /shape \[2, 3\] holds 6 elements but tensor.data has 5/,
+  );
+  assert.throws(
+    () => parseTensor({ data: new Float32Array(1), shape: [1.5] }),
+    /tensor.shape must be an array of non-negative integers/,
+  );
 });
 
 test('what is not a supported typed array is named', () => {

@@ -11,7 +11,15 @@ function withRank(changes: Partial<Request>, at = 2, size = 4): Request[] {
 
 test('agreeing requests give one execute response', () => {
   const response = negotiate('g', withRank({}));
-  assert.deepEqual(response, { kind: 'execute', names: ['g'], op: 'allreduce', dtype: 'float32', reduceOp: 'sum', root: -1, firstDims: [] });
+  assert.deepEqual(response, {
+    kind: 'execute',
+    names: ['g'],
+    op: 'allreduce',
+    dtype: 'float32',
+    reduceOp: 'sum',
+    root: -1,
+    firstDims: [],
+  });
 });
 
 test('each kind of disagreement names the tensor, both ranks and both values', () => {
@@ -32,7 +40,11 @@ test('each kind of disagreement names the tensor, both ranks and both values', (
 });
 
 test('broadcast roots must agree', () => {
-  const requests = withRank({ op: 'broadcast', root: 1 }).map((r, i) => ({ ...r, op: 'broadcast' as const, root: i === 2 ? 1 : 0 }));
+  const requests = withRank({ op: 'broadcast', root: 1 }).map((r, i) => ({
+    ...r,
+    op: 'broadcast' as const,
+    root: i === 2 ? 1 : 0,
+  }));
   const response = negotiate('g', requests);
   assert.equal(response.kind, 'error');
   assert.match(response.kind === 'error' ? response.message : '', /broadcast roots .* rank 0 has root 0, rank 2 has root 1/);
@@ -40,12 +52,25 @@ test('broadcast roots must agree', () => {
 
 test('allgather: first dimensions may differ, the rest may not', () => {
   const gather = (shapes: number[][]) =>
-    negotiate('x', shapes.map((shape) => ({ ...base, name: 'x', op: 'allgather' as const, shape })));
-  const ok = gather([[1, 4], [0, 4], [7, 4]]);
+    negotiate(
+      'x',
+      shapes.map((shape) => ({ ...base, name: 'x', op: 'allgather' as const, shape })),
+    );
+  const ok = gather([
+    [1, 4],
+    [0, 4],
+    [7, 4],
+  ]);
   assert.equal(ok.kind, 'execute');
   assert.deepEqual(ok.kind === 'execute' ? ok.firstDims : [], [1, 0, 7]);
-  const bad = gather([[1, 4], [1, 5]]);
-  assert.match(bad.kind === 'error' ? bad.message : '', /allgather dimensions after the first .* rank 0 has \[4\], rank 1 has \[5\]/);
+  const bad = gather([
+    [1, 4],
+    [1, 5],
+  ]);
+  assert.match(
+    bad.kind === 'error' ? bad.message : '',
+    /allgather dimensions after the first .* rank 0 has \[4\], rank 1 has \[5\]/,
+  );
   const badRank = gather([[1, 4], [4]]);
   assert.match(badRank.kind === 'error' ? badRank.message : '', /tensor ranks/);
 });
