@@ -1,0 +1,65 @@
+/**
+ * The demo's options, from the command line or the environment (flags win):
+ *   --epochs N          MNIST_EPOCHS          epochs to train (default 8)
+ *   --steps N           MNIST_STEPS           cap on steps per epoch, for quick runs (default: all)
+ *   --batch-size N      MNIST_BATCH_SIZE      samples per step on each rank (default 128)
+ *   --lr X              MNIST_LR              single-rank Adam learning rate, scaled by size (default 0.001)
+ *   --warmup-epochs N   MNIST_WARMUP_EPOCHS   learning-rate warm-up (default 2)
+ *   --backend B         MNIST_BACKEND         wasm (default) or cpu
+ *   --min-accuracy X    MNIST_MIN_ACCURACY    fail below this test accuracy (default 0.9; 0 when --steps is set)
+ */
+import { parseArgs } from 'node:util';
+import type { BackendName } from './backend.js';
+
+export interface TrainOptions {
+  epochs: number;
+  steps: number | undefined;
+  batchSize: number;
+  lr: number;
+  warmupEpochs: number;
+  backend: BackendName;
+  minAccuracy: number;
+}
+
+const kFlags = {
+  epochs: { env: 'MNIST_EPOCHS', fallback: '8' },
+  steps: { env: 'MNIST_STEPS', fallback: undefined },
+  'batch-size': { env: 'MNIST_BATCH_SIZE', fallback: '128' },
+  lr: { env: 'MNIST_LR', fallback: '0.001' },
+  'warmup-epochs': { env: 'MNIST_WARMUP_EPOCHS', fallback: '2' },
+  backend: { env: 'MNIST_BACKEND', fallback: 'wasm' },
+  'min-accuracy': { env: 'MNIST_MIN_ACCURACY', fallback: undefined },
+} as const;
+type Flag = keyof typeof kFlags;
+
+export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): TrainOptions {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: Object.fromEntries(Object.keys(kFlags).map((flag) => [flag, { type: 'string' }])) as Record<
+      Flag,
+      { type: 'string' }
+    >,
+    strict: true,
+  });
+  const raw = (flag: Flag): string | undefined => values[flag] ?? env[kFlags[flag].env] ?? kFlags[flag].fallback;
+  const number = (flag: Flag, check: (v: number) => boolean): number | undefined => {
+    const text = raw(flag);
+    if (text === undefined) return undefined;
+    const value = Number(text);
+    if (!check(value)) throw new Error(`--${flag} (or ${kFlags[flag].env}): invalid value ${JSON.stringify(text)}`);
+    return value;
+  };
+  const positiveInt = (v: number) => Number.isSafeInteger(v) && v > 0;
+  const backend = raw('backend');
+  if (backend !== 'wasm' && backend !== 'cpu') throw new Error(`--backend must be wasm or cpu, got ${backend}`);
+  const steps = number('steps', positiveInt);
+  return {
+    epochs: number('epochs', positiveInt) as number,
+    steps,
+    batchSize: number('batch-size', positiveInt) as number,
+    lr: number('lr', (v) => v > 0) as number,
+    warmupEpochs: number('warmup-epochs', (v) => v >= 0) as number,
+    backend,
+    minAccuracy: number('min-accuracy', (v) => v >= 0 && v <= 1) ?? (steps === undefined ? 0.9 : 0),
+  };
+}

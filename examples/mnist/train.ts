@@ -1,0 +1,121 @@
+/**
+ * Data-parallel MNIST with TensorFlow.js and ringreduce: the README's demo.
+ *
+ *   npm run build
+ *   node bin/ringrun.js -np 4 node dist/examples/mnist/train.js            # full run, ~1 minute
+ *   node bin/ringrun.js -np 2 node dist/examples/mnist/train.js --epochs 1 --steps 20   # quick
+ *
+ * Each rank trains on its own quarter of the training set; DistributedOptimizer averages the
+ * gradients over the ranks at every step, so all ranks hold the same weights throughout. The
+ * options are listed in options.ts. (In an application the imports are 'ringreduce' and
+ * 'ringreduce/tfjs'.)
+ */
+import { createHash } from 'node:crypto';
+import * as tf from '@tensorflow/tfjs';
+import * as rrtf from '../../src/adapters/tfjs/index.js';
+import * as rr from '../../src/index.js';
+import { useBackend } from './backend.js';
+import { type Digits, kClasses, kImageSize, loadMnist, slice } from './data.js';
+import { buildModel } from './model.js';
+import { parseOptions } from './options.js';
+import { ProgressLogger } from './progress.js';
+
+const kTestCount = 2000;
+const kSplitSeed = 2024;
+
+async function main(): Promise<void> {
+  const options = parseOptions(process.argv.slice(2), process.env);
+  await useBackend(options.backend);
+  await rr.init();
+  const rank = rr.rank();
+  const size = rr.size();
+  const log = (line: string) => rank === 0 && console.log(line);
+
+  // Every rank derives the same split, then keeps its own shard of it.
+  const { train, test } = loadMnist(kTestCount, kSplitSeed);
+  const shard = rrtf.shardRange(train.count, { rank, size });
+  const perRank = Math.min(shard.end - shard.start, (options.steps ?? Number.POSITIVE_INFINITY) * options.batchSize);
+  const mine = slice(train, shard.start, shard.start + perRank);
+  const [xs, ys] = tensorsOf(mine);
+  log(
+    `MNIST on ${size} rank(s), tfjs backend ${tf.getBackend()}: ${perRank} training samples per rank, ` +
+      `batch ${options.batchSize} per rank (${options.batchSize * size} per step), ${options.epochs} epoch(s)`,
+  );
+
+  // The learning rate grows with the global batch (× size), reached by a warm-up.
+  const lr = options.lr * size;
+  const model = buildModel();
+  model.compile({
+    optimizer: new rrtf.DistributedOptimizer(tf.train.adam(lr)),
+    loss: 'categoricalCrossentropy',
+    metrics: ['accuracy'],
+  });
+  const progress = new ProgressLogger(perRank * size, options.epochs, rank === 0);
+  const started = performance.now();
+  await model.fit(xs, ys, {
+    epochs: options.epochs,
+    batchSize: options.batchSize,
+    shuffle: true,
+    verbose: 0,
+    callbacks: [
+      new rrtf.BroadcastGlobalVariablesCallback({ root: 0 }),
+      new rrtf.MetricAverageCallback(),
+      new rrtf.LearningRateWarmupCallback({ initialLearningRate: lr, warmupEpochs: options.warmupEpochs }),
+      progress,
+    ],
+  });
+  const trainSeconds = (performance.now() - started) / 1000;
+  log(`trained in ${trainSeconds.toFixed(1)} s: ${Math.round(progress.meanThroughput())} samples/s with ${size} rank(s)`);
+
+  const accuracy = await testAccuracy(model, test, { rank, size });
+  log(`test accuracy ${accuracy.toFixed(4)} (${kTestCount} images)`);
+  const { digest, identical } = await compareWeights(model);
+  log(`weights checksum ${digest}: ${identical ? `identical on all ${size} rank(s)` : 'DIFFERS between ranks'}`);
+
+  tf.dispose([xs, ys]);
+  await rr.shutdown();
+  if (!identical) throw new Error('ranks ended with different weights');
+  if (accuracy < options.minAccuracy) throw new Error(`test accuracy ${accuracy.toFixed(4)} is below ${options.minAccuracy}`);
+}
+
+function tensorsOf(digits: Digits): [tf.Tensor2D, tf.Tensor2D] {
+  const xs = tf.tensor2d(digits.images, [digits.count, kImageSize]);
+  const ys = tf.tidy(() => tf.oneHot(tf.tensor1d(digits.labels, 'int32'), kClasses).toFloat() as tf.Tensor2D);
+  return [xs, ys];
+}
+
+/** Each rank scores its shard of the test set; one allreduce sums the counts. */
+async function testAccuracy(model: tf.LayersModel, test: Digits, spec: { rank: number; size: number }): Promise<number> {
+  const { start, end } = rrtf.shardRange(test.count, { ...spec, dropRemainder: false });
+  const part = slice(test, start, end);
+  const correct = tf.tidy(() => {
+    const predicted = (model.predict(tf.tensor2d(part.images, [part.count, kImageSize])) as tf.Tensor).argMax(-1);
+    return predicted.equal(tf.tensor1d(part.labels, 'int32')).sum().toFloat();
+  });
+  const counts = tf.stack([correct, tf.scalar(part.count)]);
+  const total = await rrtf.allreduce(counts, { name: 'test.accuracy', op: 'sum' });
+  const [right, all] = await total.data();
+  tf.dispose([correct, counts, total]);
+  return (right as number) / (all as number);
+}
+
+/** SHA-256 of all weights; every rank's digest is gathered and compared. */
+async function compareWeights(model: tf.LayersModel): Promise<{ digest: string; identical: boolean }> {
+  const hash = createHash('sha256');
+  for (const weight of model.getWeights()) {
+    const values = (await weight.data()) as Float32Array;
+    hash.update(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+  }
+  const digest = hash.digest();
+  const mine = new Uint32Array(digest.buffer.slice(digest.byteOffset, digest.byteOffset + 32));
+  const all = await rr.allgather(mine, { name: 'weights.checksum' });
+  let identical = true;
+  for (let i = 0; i < all.length; i++) identical &&= all[i] === mine[i % mine.length];
+  return { digest: `sha256:${digest.toString('hex').slice(0, 16)}`, identical };
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof Error ? (error.stack ?? error.message) : error);
+  // Exit at once (the engine may still be connected): ringrun then stops the other ranks.
+  process.exit(1);
+});

@@ -1,0 +1,78 @@
+/**
+ * Broadcasting many tensors at once, and plain JSON values. Tensors are grouped by dtype and
+ * each group travels as ONE fused broadcast (at most three: float32, int32, bool), so a model's
+ * hundred weights cost three collectives, not a hundred.
+ */
+import type * as tf from '@tensorflow/tfjs';
+import { InvalidArgumentError } from '../../index.js';
+import { FlatLayout } from './flat_layout.js';
+import { type Collectives, collectivesOf, type RuntimeOption } from './runtime.js';
+import { checkTensor, read, toTensor, type WireArray } from './tensor_codec.js';
+
+export interface BroadcastManyOptions extends RuntimeOption {
+  /** The rank whose values every rank receives (default 0). */
+  root?: number;
+  /** Prefix of the collectives' names; the same on every rank. */
+  name?: string;
+}
+
+const kGroups = [
+  { dtype: 'float32', make: (n: number) => new Float32Array(n) },
+  { dtype: 'int32', make: (n: number) => new Int32Array(n) },
+  { dtype: 'bool', make: (n: number) => new Uint8Array(n) },
+] as const;
+
+/**
+ * The root's values of `tensors` (same shapes and dtypes on every rank), as new tensors in
+ * the same order. The inputs are left as they were.
+ */
+export async function broadcastTensors(tensors: readonly tf.Tensor[], options: BroadcastManyOptions = {}): Promise<tf.Tensor[]> {
+  const collectives = collectivesOf(options);
+  const root = rootOf(options, collectives);
+  const name = options.name ?? 'broadcastTensors';
+  tensors.forEach((t, i) => {
+    checkTensor(t, `tensors[${i}]`);
+  });
+  const out: tf.Tensor[] = new Array(tensors.length);
+  for (const group of kGroups) {
+    const indices = tensors.flatMap((t, i) => (t.dtype === group.dtype ? [i] : []));
+    if (indices.length === 0) continue;
+    const members = indices.map((i) => tensors[i] as tf.Tensor);
+    const layout = new FlatLayout(members.map((t) => t.size));
+    const parts = await Promise.all(members.map(read));
+    const flat = layout.pack(parts, group.make(layout.total) as WireArray);
+    const received = await collectives.broadcast(flat, { root, name: `${name}.${group.dtype}` });
+    layout.unpack(received as WireArray).forEach((view, k) => {
+      const member = members[k] as tf.Tensor;
+      out[indices[k] as number] = toTensor(view, member.shape, member.dtype);
+    });
+  }
+  return out;
+}
+
+/**
+ * The root's `value` on every rank (any JSON-serialisable value; others pass a placeholder).
+ *
+ * @example
+ * const config = await broadcastObject(rr.rank() === 0 ? { seed: Date.now() } : null);
+ */
+export async function broadcastObject<T>(value: T, options: BroadcastManyOptions = {}): Promise<T> {
+  const collectives = collectivesOf(options);
+  const root = rootOf(options, collectives);
+  const name = options.name ?? 'broadcastObject';
+  const isRoot = collectives.rank() === root;
+  const bytes = isRoot ? new TextEncoder().encode(JSON.stringify(value) ?? 'null') : new Uint8Array(0);
+  const length = await collectives.broadcast(Int32Array.of(bytes.length), { root, name: `${name}.length` });
+  const size = (length as Int32Array)[0] as number;
+  const payload = await collectives.broadcast(isRoot ? bytes : new Uint8Array(size), { root, name: `${name}.bytes` });
+  // TextDecoder refuses views of a SharedArrayBuffer (which results are): decode a copy.
+  return isRoot ? value : (JSON.parse(new TextDecoder().decode(new Uint8Array(payload as Uint8Array))) as T);
+}
+
+function rootOf(options: BroadcastManyOptions, collectives: Collectives): number {
+  const root = options.root ?? 0;
+  if (!Number.isSafeInteger(root) || root < 0 || root >= collectives.size()) {
+    throw new InvalidArgumentError(`root must be a rank in [0, ${collectives.size()}), got ${root}`);
+  }
+  return root;
+}

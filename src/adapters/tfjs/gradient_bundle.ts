@@ -1,0 +1,75 @@
+/**
+ * One training step's gradients as a single flat Float32Array, and back. The order is the
+ * order tfjs hands them over (the model's trainable weights), the same on every rank; names
+ * never travel. A missing (null) gradient stays missing and takes no room.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { InvalidArgumentError } from '../../index.js';
+import { FlatLayout } from './flat_layout.js';
+
+export interface NamedTensor {
+  name: string;
+  tensor: tf.Tensor;
+}
+
+/** What tf.Optimizer.applyGradients accepts. */
+export type Gradients = tf.NamedTensorMap | NamedTensor[];
+
+interface Entry {
+  name: string;
+  tensor: tf.Tensor | null;
+}
+
+export class GradientBundle {
+  readonly layout: FlatLayout;
+  private readonly entries: Entry[];
+  private readonly present: tf.Tensor[];
+
+  constructor(private readonly gradients: Gradients) {
+    this.entries = Array.isArray(gradients)
+      ? gradients.map((g) => ({ name: g.name, tensor: g.tensor ?? null }))
+      : Object.keys(gradients).map((name) => ({ name, tensor: gradients[name] ?? null }));
+    this.present = [];
+    for (const { name, tensor } of this.entries) {
+      if (tensor === null) continue;
+      if (tensor.dtype !== 'float32') {
+        throw new InvalidArgumentError(`gradient of ${name} has dtype ${tensor.dtype}; only float32 gradients are averaged`);
+      }
+      this.present.push(tensor);
+    }
+    this.layout = new FlatLayout(this.present.map((t) => t.size));
+  }
+
+  /** The gradients packed into one new buffer (synchronous reads). */
+  packSync(): Float32Array {
+    return this.layout.pack(
+      this.present.map((t) => t.dataSync() as Float32Array),
+      new Float32Array(this.layout.total),
+    );
+  }
+
+  /** The gradients packed into one new buffer. */
+  async pack(): Promise<Float32Array> {
+    const parts = await Promise.all(this.present.map((t) => t.data() as Promise<Float32Array>));
+    return this.layout.pack(parts, new Float32Array(this.layout.total));
+  }
+
+  /** New gradient tensors holding `flat`'s values, in the same form (array or map) as the input. */
+  unpack(flat: Float32Array): Gradients {
+    const views = this.layout.unpack(flat);
+    let next = 0;
+    const rebuilt = this.entries.map(({ name, tensor }) => {
+      if (tensor === null) return { name, tensor: null };
+      return { name, tensor: tf.tensor(views[next++] as Float32Array, tensor.shape, 'float32') };
+    });
+    if (Array.isArray(this.gradients)) return rebuilt as NamedTensor[];
+    const map: tf.NamedTensorMap = {};
+    for (const { name, tensor } of rebuilt) if (tensor !== null) map[name] = tensor;
+    return map;
+  }
+}
+
+/** Disposes the tensors of `gradients`. */
+export function disposeGradients(gradients: Gradients): void {
+  tf.dispose(Array.isArray(gradients) ? gradients.flatMap((g) => (g.tensor ? [g.tensor] : [])) : gradients);
+}

@@ -1,0 +1,32 @@
+/**
+ * ringreduce/tfjs: data-parallel training for TensorFlow.js. Public exports only.
+ * `@tensorflow/tfjs` is a peer dependency: the adapter uses the application's copy, so its
+ * tensors, optimizers and models are the ones the application creates.
+ */
+
+export { BroadcastGlobalVariablesCallback } from './broadcast_callback.js';
+export {
+  type BroadcastModelOptions,
+  broadcastModel,
+  broadcastOptimizerState,
+  broadcastVariables,
+} from './broadcast_model.js';
+export { type BroadcastManyOptions, broadcastObject, broadcastTensors } from './broadcast_tensors.js';
+export {
+  allgather,
+  allgatherSync,
+  allreduce,
+  allreduceSync,
+  broadcast,
+  broadcastSync,
+  type TensorAllreduceOptions,
+  type TensorBroadcastOptions,
+  type TensorCollectiveOptions,
+} from './collectives.js';
+export { DistributedOptimizer, type DistributedOptimizerOptions } from './distributed_optimizer.js';
+export { getLearningRate, setLearningRate } from './learning_rate.js';
+export { LearningRateWarmupCallback, type LearningRateWarmupOptions } from './lr_warmup_callback.js';
+export { MetricAverageCallback, type MetricAverageOptions } from './metric_average_callback.js';
+export type { Collectives, RuntimeOption } from './runtime.js';
+export { type ShardOptions, shardArray, shardDataset, shardTensor } from './shard.js';
+export { shardRange } from './shard_math.js';

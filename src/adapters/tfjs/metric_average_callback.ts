@@ -1,0 +1,57 @@
+/**
+ * model.fit callback: at the end of each epoch, replaces every metric in the epoch's logs
+ * (loss, accuracy, val_* ...) by its average over the ranks, so that what rank 0 prints, what
+ * History records and what later callbacks (early stopping, checkpoints) see describe the
+ * whole job rather than one shard. All metrics travel in one allreduce.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { type Collectives, collectivesOf, type RuntimeOption } from './runtime.js';
+
+export interface MetricAverageOptions extends RuntimeOption {
+  /** Name of the collective (default 'MetricAverageCallback'). */
+  name?: string;
+}
+
+/**
+ * Put it before callbacks that read the metrics (they run in list order).
+ *
+ * @example
+ * callbacks: [new BroadcastGlobalVariablesCallback(), new MetricAverageCallback(), logger]
+ */
+export class MetricAverageCallback extends tf.Callback {
+  private readonly collectives: Collectives;
+  private readonly name: string;
+
+  constructor(options: MetricAverageOptions = {}) {
+    super();
+    this.collectives = collectivesOf(options);
+    this.name = options.name ?? 'MetricAverageCallback';
+  }
+
+  override async onEpochEnd(_epoch: number, logs?: { [key: string]: number | tf.Scalar }): Promise<void> {
+    if (!logs) return;
+    await averageLogs(logs, this.collectives, this.name);
+  }
+}
+
+/** Replaces, in place, each value of `logs` (numbers or scalar tensors) by its average over ranks. */
+export async function averageLogs(
+  logs: { [key: string]: number | tf.Scalar },
+  collectives: Collectives,
+  name: string,
+): Promise<void> {
+  // Sorted so that every rank packs the same metric at the same offset.
+  const keys = Object.keys(logs).sort();
+  if (keys.length === 0) return;
+  const values = new Float64Array(keys.length);
+  for (let i = 0; i < keys.length; i++) {
+    const value = logs[keys[i] as string];
+    values[i] = typeof value === 'number' ? value : ((await (value as tf.Scalar).data())[0] as number);
+  }
+  const averaged = (await collectives.allreduce(values, { name, op: 'average' })) as Float64Array;
+  keys.forEach((key, i) => {
+    const old = logs[key];
+    logs[key] = averaged[i] as number;
+    if (typeof old !== 'number') old?.dispose();
+  });
+}
