@@ -1,0 +1,148 @@
+/**
+ * MpiTransport: the Transport contract (../transport.ts) over MPI point-to-point, plus MPI's
+ * own collectives as `native` (mpi_collectives.ts), which the executor prefers.
+ *
+ * How it works: the addon's Comm (native_binding.ts) owns three duplicates of MPI_COMM_WORLD
+ * and a progress thread. Data is MPI_Isend/MPI_Irecv on the data communicator, under the
+ * transport's tag modulo MPI_TAG_UB + 1: MPI matches messages in order per (source, tag), which
+ * is the FIFO the contract asks for, and lands them straight in `into`. Control messages go on
+ * their own communicator and are received with MPI_Improbe + MPI_Imrecv, so they may have any
+ * length and never match a data receive.
+ *
+ * Failures: MPI has no notion of a broken link. An operation MPI fails, or one past its
+ * deadline, fails its peer the way a broken socket does over TCP: pending and future operations
+ * with that peer reject with PeerFailureError and the onPeerFailure handlers run. A rank that
+ * dies is the launcher's business: Open MPI's mpirun kills the whole job with a message.
+ */
+import { InvalidArgumentError, PeerFailureError, type RingReduceError, ShutdownError } from '../../api/errors.js';
+import type { ControlHandler, NativeCollectives, PeerFailureHandler, Transport } from '../transport.js';
+import { MpiCollectives } from './mpi_collectives.js';
+import { type OpContext, translateNativeError } from './mpi_errors.js';
+import type { CloseResult, MpiBinding, MpiWorldInfo, NativeComm } from './native_binding.js';
+
+export interface MpiTransportOptions {
+  /** A send or receive not complete after this long rejects with TimeoutError; also the close deadline. */
+  ioTimeoutMs: number;
+}
+
+const kMaxU32 = 0xffff_ffff;
+
+export class MpiTransport implements Transport {
+  readonly rank: number;
+  readonly size: number;
+  readonly native: NativeCollectives;
+  private readonly comm: NativeComm;
+  private readonly tagModulus: number;
+  private readonly ioTimeoutMs: number;
+  private controlHandler: ControlHandler | null = null;
+  private readonly earlyControl: [number, Uint8Array][] = [];
+  private readonly failureHandlers: PeerFailureHandler[] = [];
+  private readonly failures = new Map<number, PeerFailureError>();
+  private closing: Promise<CloseResult> | null = null;
+
+  constructor(binding: MpiBinding, world: MpiWorldInfo, options: MpiTransportOptions) {
+    if (!(options.ioTimeoutMs > 0)) throw new InvalidArgumentError(`ioTimeoutMs must be positive, got ${options.ioTimeoutMs}`);
+    this.rank = world.rank;
+    this.size = world.size;
+    this.ioTimeoutMs = options.ioTimeoutMs;
+    this.tagModulus = world.tagUpperBound + 1;
+    this.comm = new binding.Comm({
+      ioTimeoutMs: options.ioTimeoutMs,
+      onControl: (peer, payload) => this.deliverControl(peer, payload),
+      onLinkError: (peer, message) => this.failPeer(peer, `receiving a control message failed: ${message}`),
+    });
+    this.native = new MpiCollectives(binding, this.comm, world, options.ioTimeoutMs);
+  }
+
+  send(peer: number, tag: number, data: Uint8Array): Promise<void> {
+    const what = `send to rank ${peer} with tag ${tag}`;
+    return this.start(peer, tag, what, () => this.comm.send(peer, tag % this.tagModulus, data));
+  }
+
+  recv(peer: number, tag: number, into: Uint8Array): Promise<void> {
+    if (!(into instanceof Uint8Array)) return Promise.reject(new InvalidArgumentError('recv: `into` must be a Uint8Array'));
+    const what = `recv from rank ${peer} with tag ${tag}`;
+    return this.start(peer, tag, what, () => this.comm.recv(peer, tag % this.tagModulus, into));
+  }
+
+  sendControl(peer: number, payload: Uint8Array): Promise<void> {
+    return this.start(peer, 0, `control message to rank ${peer}`, () => this.comm.sendControl(peer, payload));
+  }
+
+  onControl(handler: ControlHandler): void {
+    this.controlHandler = handler;
+    for (const [peer, payload] of this.earlyControl.splice(0)) this.callControl(handler, peer, payload);
+  }
+
+  onPeerFailure(handler: PeerFailureHandler): void {
+    this.failureHandlers.push(handler);
+    for (const [peer, failure] of this.failures) queueMicrotask(() => handler(peer, failure));
+  }
+
+  close(): Promise<void> {
+    return this.closeAndReport().then(() => undefined);
+  }
+
+  /**
+   * Closes once (idempotent) and says whether MPI_Finalize is safe now. With a peer already
+   * failed there is nobody to wait for: the barrier is skipped and the close is not clean.
+   */
+  closeAndReport(): Promise<CloseResult> {
+    this.closing ??= this.comm.close(this.failures.size > 0 ? 0 : this.ioTimeoutMs);
+    return this.closing;
+  }
+
+  private async start(peer: number, tag: number, what: string, go: () => Promise<void>): Promise<void> {
+    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) {
+      throw new InvalidArgumentError(`peer ${peer} is not another rank in [0, ${this.size}) (this is rank ${this.rank})`);
+    }
+    if (!Number.isInteger(tag) || tag < 0 || tag > kMaxU32) throw new InvalidArgumentError(`tag must be a u32, got ${tag}`);
+    if (this.closing) throw new ShutdownError(`transport of rank ${this.rank} is closed`);
+    const failure = this.failures.get(peer);
+    if (failure) throw failure;
+    try {
+      await go();
+    } catch (error) {
+      throw this.onOpError(error, { what, peer, ioTimeoutMs: this.ioTimeoutMs });
+    }
+  }
+
+  /** A timeout or an MPI error leaves the peer's message stream in an unknown state: fail the peer. */
+  private onOpError(error: unknown, context: OpContext & { peer: number }): RingReduceError {
+    const translated = translateNativeError(error, context);
+    const code = (error as { code?: string }).code;
+    if (code === 'ETIMEDOUT' || code === 'EMPI') this.failPeer(context.peer, translated.message);
+    return translated;
+  }
+
+  private failPeer(peer: number, cause: string): void {
+    if (this.failures.has(peer) || this.closing) return;
+    const failure = new PeerFailureError(`rank ${peer} (MPI): ${cause}`, peer);
+    this.failures.set(peer, failure);
+    for (const handler of this.failureHandlers) {
+      try {
+        handler(peer, failure);
+      } catch (error) {
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
+  }
+
+  private deliverControl(peer: number, payload: Uint8Array): void {
+    if (this.controlHandler) this.callControl(this.controlHandler, peer, payload);
+    else this.earlyControl.push([peer, payload]);
+  }
+
+  /** A throwing handler is the engine's bug, not the link's: rethrow it outside the addon's callback. */
+  private callControl(handler: ControlHandler, peer: number, payload: Uint8Array): void {
+    try {
+      handler(peer, payload);
+    } catch (error) {
+      queueMicrotask(() => {
+        throw error;
+      });
+    }
+  }
+}
