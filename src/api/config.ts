@@ -28,11 +28,29 @@ export interface Config {
   readonly startTimeoutMs: number;
   readonly ioTimeoutMs: number;
   readonly stallTimeoutMs: number;
+  /** Rank 0 logs which ranks have not submitted which tensors once a name has waited this long; 0: never. */
+  readonly stallWarningMs: number;
+  /** Heartbeat interval on idle links (a silent peer fails after ioTimeoutMs); 0: no heartbeats. */
+  readonly heartbeatMs: number;
+  /** Bind to and advertise this network interface's address (e.g. "eth0"); wins over `address`. */
+  readonly networkInterface: string | undefined;
+  /**
+   * The job secret every connection proves it knows (RINGREDUCE_SECRET, made by ringrun).
+   * Never log it, never send it. Unset: connections are not authenticated (a warning says so).
+   */
+  readonly secret: string | undefined;
   readonly logLevel: LogLevel;
   /** Whether an MPI launcher started this process (Open MPI or PMI variables are set). */
   readonly underMpi: boolean;
   /** 'tcp' (default), 'mpi' (the native addon), or 'auto' (mpi when started by mpirun and the addon loads). */
   readonly backend: Backend;
+  /** Performance settings (docs/performance.md); owned by the engine. */
+  /** Allreduces ready together are packed into one buffer up to this many bytes; 0 disables fusion. */
+  readonly fusionThresholdBytes: number;
+  /** Negotiation responses remembered per rank (the response cache); 0 disables the cache. */
+  readonly cacheCapacity: number;
+  /** Chrome trace file of the engine's phases (rank r > 0 of a larger job: see timelinePathFor), or undefined. */
+  readonly timeline: string | undefined;
 }
 
 export type Backend = 'tcp' | 'mpi' | 'auto';
@@ -54,8 +72,15 @@ const kOptionsSchema = z.strictObject({
   startTimeoutMs: z.number().int().positive().optional(),
   ioTimeoutMs: z.number().int().positive().optional(),
   stallTimeoutMs: timeoutField.optional(),
+  stallWarningMs: timeoutField.optional(),
+  heartbeatMs: timeoutField.optional(),
+  networkInterface: z.string().min(1).optional(),
+  secret: z.string().min(1).optional(),
   logLevel: z.enum(['error', 'warn', 'info', 'debug']).optional(),
   backend: z.enum(['tcp', 'mpi', 'auto']).optional(),
+  fusionThresholdBytes: z.number().int().nonnegative().optional(),
+  cacheCapacity: z.number().int().nonnegative().optional(),
+  timeline: z.string().min(1).optional(),
 });
 
 /** Options of init(); each wins over its environment variable (docs/env.md). */
@@ -143,7 +168,6 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     throw new InvalidArgumentError(`RINGREDUCE_LOG_LEVEL must be error, warn, info or debug, got ${JSON.stringify(logLevel)}`);
   }
 
-
   return Object.freeze({
     rank,
     size,
@@ -158,8 +182,16 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     startTimeoutMs: o.startTimeoutMs ?? envInt(env, 'RINGREDUCE_START_TIMEOUT_MS', 1) ?? 30_000,
     ioTimeoutMs: o.ioTimeoutMs ?? envInt(env, 'RINGREDUCE_IO_TIMEOUT_MS', 1) ?? 30_000,
     stallTimeoutMs: o.stallTimeoutMs ?? envInt(env, 'RINGREDUCE_STALL_TIMEOUT_MS') ?? 60_000,
+    stallWarningMs: o.stallWarningMs ?? envInt(env, 'RINGREDUCE_STALL_WARNING_MS') ?? 30_000,
+    heartbeatMs: o.heartbeatMs ?? envInt(env, 'RINGREDUCE_HEARTBEAT_MS') ?? 2_000,
+    networkInterface: o.networkInterface ?? (env.RINGREDUCE_NETWORK_INTERFACE || undefined),
+    // A job of one rank has no connection to protect.
+    secret: size === 1 ? undefined : (o.secret ?? (env.RINGREDUCE_SECRET || undefined)),
     logLevel: logLevel as LogLevel,
     backend: backend as Backend,
     underMpi,
+    fusionThresholdBytes: o.fusionThresholdBytes ?? envInt(env, 'RINGREDUCE_FUSION_THRESHOLD_BYTES') ?? 64 * 1024 * 1024,
+    cacheCapacity: o.cacheCapacity ?? envInt(env, 'RINGREDUCE_CACHE_CAPACITY') ?? 1024,
+    timeline: o.timeline ?? (env.RINGREDUCE_TIMELINE || undefined),
   });
 }

@@ -5,11 +5,13 @@
  * responses in the same order over ordered links, every rank executes collectives in one
  * agreed order, whatever order the ranks submitted them in.
  *
- * Stalls: when a name has waited `stallTimeoutMs` for some ranks, the coordinator fails it on
- * every rank with a TimeoutError that names the ranks that did and did not submit it. One
- * timer is armed, for the oldest waiting name; an idle job has no timer at all.
+ * Stalls: the StallInspector (observability/stall_inspector.ts) watches the waiting names. After
+ * `stallWarningMs` it logs which ranks have not submitted which names; after `stallTimeoutMs`
+ * the coordinator fails the name on every rank with a TimeoutError that names the ranks that
+ * did and did not submit it. An idle job has no timer at all.
  */
 import type { Logger } from '../observability/logger.js';
+import { type StalledName, StallInspector } from '../observability/stall_inspector.js';
 import type { Request, Response } from './messages.js';
 import { negotiate } from './validation.js';
 
@@ -22,6 +24,8 @@ interface Pending {
 export interface CoordinatorOptions {
   size: number;
   stallTimeoutMs: number;
+  /** When to log which ranks hold a name up; 0 or unset: no warning. */
+  stallWarningMs?: number;
   /** Sends the responses to every rank, rank 0 included, in this order. */
   publish: (responses: Response[]) => void;
   /** Tells every rank that all ranks asked to shut down. */
@@ -34,11 +38,19 @@ export class Coordinator {
   // A Map iterates in insertion order, so the first entry is always the oldest waiting name.
   private readonly pending = new Map<string, Pending>();
   private readonly shutdownRanks = new Set<number>();
-  private stallTimer: NodeJS.Timeout | undefined;
+  private readonly stalls: StallInspector;
   private readonly now: () => number;
 
   constructor(private readonly options: CoordinatorOptions) {
     this.now = options.now ?? (() => performance.now());
+    this.stalls = new StallInspector({
+      warningMs: options.stallWarningMs ?? 0,
+      timeoutMs: options.stallTimeoutMs,
+      logger: options.logger,
+      now: this.now,
+      waiting: () => this.pending.entries(),
+      onTimeout: (stalled) => this.failStalled(stalled),
+    });
   }
 
   /** One rank's report of newly ready requests (the end of the list is its DONE marker). */
@@ -49,7 +61,7 @@ export class Coordinator {
       if (response) ready.push(response);
     }
     if (ready.length > 0) this.options.publish(ready);
-    this.armStallTimer();
+    this.stalls.update();
   }
 
   onShutdown(rank: number): void {
@@ -63,8 +75,7 @@ export class Coordinator {
   }
 
   close(): void {
-    clearTimeout(this.stallTimer);
-    this.stallTimer = undefined;
+    this.stalls.close();
     this.pending.clear();
   }
 
@@ -91,35 +102,10 @@ export class Coordinator {
     return negotiate(name, entry.requests as Request[]);
   }
 
-  private armStallTimer(): void {
-    clearTimeout(this.stallTimer);
-    this.stallTimer = undefined;
-    const { stallTimeoutMs } = this.options;
-    const oldest = this.pending.values().next().value as Pending | undefined;
-    if (stallTimeoutMs <= 0 || !oldest) return;
-    const delay = Math.max(0, oldest.since + stallTimeoutMs - this.now());
-    this.stallTimer = setTimeout(() => this.failStalled(), delay);
-    this.stallTimer.unref();
-  }
-
-  private failStalled(): void {
-    const deadline = this.now() - this.options.stallTimeoutMs;
-    const failed: Response[] = [];
-    for (const [name, entry] of this.pending) {
-      if (entry.since > deadline) break;
-      this.pending.delete(name);
-      const submitted: number[] = [];
-      const missing: number[] = [];
-      entry.requests.forEach((r, rank) => {
-        (r ? submitted : missing).push(rank);
-      });
-      const message =
-        `Collective '${name}' timed out after ${this.options.stallTimeoutMs} ms in negotiation: ` +
-        `ranks ${missing.join(', ')} did not submit it (ranks ${submitted.join(', ')} did).`;
-      this.options.logger.error(message);
-      failed.push({ kind: 'error', names: [name], errorKind: 'TimeoutError', message });
-    }
-    if (failed.length > 0) this.options.publish(failed);
-    this.armStallTimer();
+  private failStalled(stalled: readonly StalledName[]): void {
+    for (const { name } of stalled) this.pending.delete(name);
+    this.options.publish(
+      stalled.map(({ name, message }) => ({ kind: 'error', names: [name], errorKind: 'TimeoutError', message })),
+    );
   }
 }

@@ -51,6 +51,7 @@ export class Engine {
       this.coordinator = new Coordinator({
         size: config.size,
         stallTimeoutMs: config.stallTimeoutMs,
+        stallWarningMs: config.stallWarningMs,
         publish: (responses) => this.publish({ type: 'responses', responses }),
         publishShutdown: () => this.publish({ type: 'shutdown-ack' }),
         logger,

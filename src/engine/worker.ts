@@ -44,8 +44,12 @@ async function connect(): Promise<Connection> {
     hostStore: config.rank === 0,
     // Unset, the transport binds to the store's interface and advertises the one routing to rank 0.
     ...(config.address === undefined ? {} : { bindHost: config.address, advertiseHost: config.address }),
+    ...(config.networkInterface === undefined ? {} : { networkInterface: config.networkInterface }),
     jobId: config.jobId,
+    ...(config.secret === undefined ? {} : { secret: config.secret }),
     timeouts: { connectMs: config.startTimeoutMs, ioMs: config.ioTimeoutMs },
+    heartbeatMs: config.heartbeatMs,
+    log: logger,
   });
 }
 

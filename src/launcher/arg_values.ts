@@ -41,3 +41,20 @@ export function parseLogLevel(flag: string, text: string): LogLevel {
   }
   return level;
 }
+
+export function parsePort(flag: string, text: string): number {
+  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > 65535) {
+    throw new InvalidArgumentError(`${flag} must be a port number (1-65535), got '${text}'`);
+  }
+  return Number(text);
+}
+
+/** `-x NAME` (forward this launcher's value) or `-x NAME=VALUE`. */
+export function parseEnvItem(text: string): { name: string; value?: string } {
+  const eq = text.indexOf('=');
+  const name = eq < 0 ? text : text.slice(0, eq);
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+    throw new InvalidArgumentError(`-x must be NAME or NAME=VALUE with NAME a variable name, got '${text}'`);
+  }
+  return eq < 0 ? { name } : { name, value: text.slice(eq + 1) };
+}

@@ -1,21 +1,36 @@
 /**
- * The `ringrun` command line: `ringrun -np N [options] <command> [args...]`. Parsing is pure
- * (parseArgs); main() wires the parsed job to the process (signals, stdout, exit code).
+ * The `ringrun` command line: `ringrun -np N [-H hosts] [options] <command> [args...]`.
+ * Parsing is pure but for reading --hostfile (parseArgs); main() wires the parsed job to the
+ * process (signals, stdout, exit code).
  */
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { InvalidArgumentError } from '../api/errors.js';
-import { parseCount, parseDuration, parseLogLevel } from './arg_values.js';
+import { parseCount, parseDuration, parseEnvItem, parseLogLevel, parsePort } from './arg_values.js';
 import type { EngineSettings } from './env_contract.js';
-import { runLocal } from './run_local.js';
+import { type HostSlots, parseHostfile, parseHostList } from './hosts.js';
+import { runJob } from './run_job.js';
+import { runMpi } from './run_mpi.js';
 
-/** Everything a local job needs, validated. */
+/** Everything a job needs, validated. */
 export interface LaunchConfig {
   np: number;
+  /** Hosts and slots (-H or --hostfile); undefined: every rank on this machine. */
+  hosts: HostSlots[] | undefined;
+  /** The --hostfile path, for mpirun. */
+  hostfile: string | undefined;
   command: string;
   args: string[];
   settings: EngineSettings;
   outputDir: string | undefined;
   verbose: boolean;
+  backend: 'tcp' | 'mpi';
+  ssh: { command: string[]; port?: number; identity?: string };
+  /** -x: variables for every rank (remote ones get only these and the contract). */
+  env: { name: string; value?: string }[];
+  networkInterface: string | undefined;
+  address: string | undefined;
+  storePort: number | undefined;
 }
 
 export type ParsedArgs = { kind: 'help'; text: string } | { kind: 'launch'; config: LaunchConfig };
@@ -23,33 +38,65 @@ export type ParsedArgs = { kind: 'help'; text: string } | { kind: 'launch'; conf
 const kExamples = `
 Examples:
   ringrun -np 4 node train.js --epochs 10
+  ringrun -np 8 -H node1:4,node2:4 node train.js
+  ringrun --hostfile hosts.txt --network-interface eth0 -x NODE_OPTIONS node train.js
   ringrun -np 2 --log-level debug --output-dir logs -- node bench.js
   ringrun -n 3 --start-timeout 2m --stall-timeout 0 sh -c 'node worker.js > /dev/null'
 
 Options placed after <command> belong to the command; '--' also ends ringrun's options.
 Durations are milliseconds (30000) or carry a unit (500ms, 30s, 2m).
-Each rank gets RINGREDUCE_RANK, RINGREDUCE_SIZE, RINGREDUCE_STORE_ADDR, ... (docs/env.md);
-its output lines are prefixed with [rank].
+Each rank gets RINGREDUCE_RANK, RINGREDUCE_SIZE, RINGREDUCE_STORE_ADDR, RINGREDUCE_SECRET, ...
+(docs/env.md); its output lines are prefixed with [rank]. Ranks on other hosts are started
+with ssh (non-interactive: set up keys first); their environment travels over ssh's stdin,
+never on a command line.
 
 Exit status: 0 when every rank exits 0; else the first failed rank's code (128+N when
-killed by signal N; 127 when the command is not found); 130/143 when ringrun gets
-SIGINT/SIGTERM; 2 for a usage error.
+killed by signal N; 127 when the command is not found); 124 when ranks did not start
+within --start-timeout; 130/143 when ringrun gets SIGINT/SIGTERM; 2 for a usage error.
 `;
+
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
 
 function buildProgram(out: { text: string }): Command {
   return new Command('ringrun')
-    .usage('-np <count> [options] <command> [args...]')
-    .description('Start <count> processes of <command> on this machine as one ringreduce job.')
-    .option('-n, --np <count>', 'number of processes (ranks) to start; -np works too')
-    .option('--start-timeout <duration>', 'rendezvous and connect deadline (RINGREDUCE_START_TIMEOUT_MS, default 30s)')
-    .option('--io-timeout <duration>', 'longest network read without progress (RINGREDUCE_IO_TIMEOUT_MS, default 30s)')
+    .usage('-np <count> [-H <hosts>] [options] <command> [args...]')
+    .description('Start <count> processes of <command>, on this machine or on several over ssh, as one ringreduce job.')
+    .option('-n, --np <count>', 'number of processes (ranks); -np works too; default: every slot of the hosts')
+    .option('-H, --hosts <list>', 'hosts and slots, host[:slots],... (default: this machine); ranks fill them in order')
+    .option('--hostfile <file>', "hosts from a file of 'host slots=N' lines")
+    .option('--ssh-port <port>', 'port of the ssh server on the remote hosts')
+    .option('--ssh-identity <file>', 'private key file for ssh (ssh -i)')
+    .option('--ssh-command <command>', "the ssh-like program (and its arguments, split on spaces) to reach hosts; default 'ssh'")
+    .option('-x, --env <NAME[=VALUE]>', 'pass this variable to every rank (repeatable); remote ranks get only these', collect)
+    .option(
+      '--network-interface <name>',
+      'ranks bind to and advertise the address of this interface (RINGREDUCE_NETWORK_INTERFACE)',
+    )
+    .option('--address <address>', 'ranks bind to and advertise this address (one-host jobs; RINGREDUCE_ADDRESS)')
+    .option('--store-port <port>', "rank 0's rendezvous store port (default: a free one)")
+    .option('--backend <tcp|mpi>', 'tcp (default), or mpi: run the job with mpirun and the MPI backend')
+    .option(
+      '--start-timeout <duration>',
+      'ranks start, rendezvous and connect within this (RINGREDUCE_START_TIMEOUT_MS, default 30s)',
+    )
+    .option(
+      '--io-timeout <duration>',
+      'a peer silent this long, or a read without progress, fails (RINGREDUCE_IO_TIMEOUT_MS, default 30s)',
+    )
+    .option('--heartbeat <duration>', 'heartbeat interval on idle links; 0 disables (RINGREDUCE_HEARTBEAT_MS, default 2s)')
+    .option(
+      '--stall-warning <duration>',
+      'rank 0 logs who holds a collective up after this; 0 disables (RINGREDUCE_STALL_WARNING_MS, default 30s)',
+    )
     .option(
       '--stall-timeout <duration>',
       'fail a collective that only some ranks submitted; 0 disables (RINGREDUCE_STALL_TIMEOUT_MS, default 60s)',
     )
     .option('--log-level <level>', 'error, warn, info or debug (RINGREDUCE_LOG_LEVEL, default warn)')
     .option('--output-dir <dir>', "also write each rank's output to <dir>/rank.<rank>.log")
-    .option('--verbose', 'print what ringrun does (ports, pids, exits, kills) on stderr')
+    .option('--verbose', 'print what ringrun does (ports, pids, start-up, exits, kills) on stderr')
     .argument('[command...]', 'the program every rank runs, with its own arguments')
     .passThroughOptions()
     .addHelpText('after', kExamples)
@@ -90,7 +137,10 @@ function valueFlagsOf(program: Command): Set<string> {
 }
 
 /** Parses ringrun's arguments (without `node` and the script). Throws InvalidArgumentError. */
-export function parseArgs(argv: readonly string[]): ParsedArgs {
+export function parseArgs(
+  argv: readonly string[],
+  readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
+): ParsedArgs {
   const out = { text: '' };
   const program = buildProgram(out);
   try {
@@ -100,29 +150,96 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
     if (error instanceof CommanderError) throw new InvalidArgumentError(error.message.replace(/^error: /, ''));
     throw error;
   }
-  const opts = program.opts<Record<string, string | boolean | undefined>>();
-  const text = (name: string): string | undefined => (typeof opts[name] === 'string' ? opts[name] : undefined);
-  const np = text('np');
-  if (np === undefined) throw new InvalidArgumentError('missing -np <count>: how many processes to start');
+  const opts = program.opts<Record<string, string | string[] | boolean | undefined>>();
+  const raw = (name: string): string | undefined => {
+    const value = opts[name];
+    return typeof value === 'string' ? value : undefined;
+  };
+  /** A flag whose value must not be empty (a name, a path, an address). */
+  const text = (name: string): string | undefined => {
+    const value = raw(name);
+    if (value === '')
+      throw new InvalidArgumentError(`--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} must not be empty`);
+    return value;
+  };
   const [command, ...args] = program.args;
   if (command === undefined || command === '') {
     throw new InvalidArgumentError('missing the command to run: ringrun -np <count> [options] <command> [args...]');
   }
-  const settings: EngineSettings = {};
-  const start = text('startTimeout');
-  const io = text('ioTimeout');
-  const stall = text('stallTimeout');
-  const level = text('logLevel');
-  if (start !== undefined) settings.startTimeoutMs = parseDuration('--start-timeout', start, { allowZero: false });
-  if (io !== undefined) settings.ioTimeoutMs = parseDuration('--io-timeout', io, { allowZero: false });
-  if (stall !== undefined) settings.stallTimeoutMs = parseDuration('--stall-timeout', stall, { allowZero: true });
-  if (level !== undefined) settings.logLevel = parseLogLevel('--log-level', level);
-  const outputDir = text('outputDir');
-  if (outputDir === '') throw new InvalidArgumentError('--output-dir must not be empty');
+  const hostList = text('hosts');
+  const hostfile = text('hostfile');
+  if (hostList !== undefined && hostfile !== undefined) throw new InvalidArgumentError('give -H or --hostfile, not both');
+  let hosts: HostSlots[] | undefined;
+  if (hostList !== undefined) hosts = parseHostList(hostList);
+  if (hostfile !== undefined) {
+    let content: string;
+    try {
+      content = readFile(hostfile);
+    } catch (error) {
+      throw new InvalidArgumentError(`--hostfile ${hostfile}: ${(error as Error).message}`);
+    }
+    hosts = parseHostfile(content, hostfile);
+  }
+  const npText = raw('np');
+  if (npText === undefined && hosts === undefined)
+    throw new InvalidArgumentError('missing -np <count>: how many processes to start');
+  const np = npText === undefined ? (hosts ?? []).reduce((sum, h) => sum + h.slots, 0) : parseCount('-np', npText);
+  const backend = text('backend') ?? 'tcp';
+  if (backend !== 'tcp' && backend !== 'mpi') throw new InvalidArgumentError(`--backend must be tcp or mpi, got '${backend}'`);
+  const address = text('address');
+  const networkInterface = text('networkInterface');
+  if (address !== undefined && networkInterface !== undefined) {
+    throw new InvalidArgumentError('give --address or --network-interface, not both');
+  }
+  const sshCommand = (text('sshCommand') ?? 'ssh').split(/\s+/).filter((word) => word !== '');
+  if (sshCommand.length === 0) throw new InvalidArgumentError('--ssh-command must name a program');
+  const sshPort = text('sshPort');
+  const sshIdentity = text('sshIdentity');
+  const storePort = text('storePort');
   return {
     kind: 'launch',
-    config: { np: parseCount('-np', np), command, args, settings, outputDir, verbose: opts.verbose === true },
+    config: {
+      np,
+      hosts,
+      hostfile,
+      command,
+      args,
+      settings: parseSettings(raw),
+      outputDir: text('outputDir'),
+      verbose: opts.verbose === true,
+      backend,
+      ssh: {
+        command: sshCommand,
+        ...(sshPort !== undefined && { port: parsePort('--ssh-port', sshPort) }),
+        ...(sshIdentity !== undefined && { identity: sshIdentity }),
+      },
+      env: ((opts.env as string[] | undefined) ?? []).map(parseEnvItem),
+      networkInterface,
+      address,
+      storePort: storePort === undefined ? undefined : parsePort('--store-port', storePort),
+    },
   };
+}
+
+function parseSettings(text: (name: string) => string | undefined): EngineSettings {
+  const settings: EngineSettings = {};
+  const duration = (name: string, flag: string, allowZero: boolean) => {
+    const value = text(name);
+    return value === undefined ? undefined : parseDuration(flag, value, { allowZero });
+  };
+  const start = duration('startTimeout', '--start-timeout', false);
+  const io = duration('ioTimeout', '--io-timeout', false);
+  const heartbeat = duration('heartbeat', '--heartbeat', true);
+  const warning = duration('stallWarning', '--stall-warning', true);
+  const stall = duration('stallTimeout', '--stall-timeout', true);
+  const level = text('logLevel');
+  if (start !== undefined) settings.startTimeoutMs = start;
+  if (io !== undefined) settings.ioTimeoutMs = io;
+  if (heartbeat !== undefined) settings.heartbeatMs = heartbeat;
+  if (warning !== undefined) settings.stallWarningMs = warning;
+  if (stall !== undefined) settings.stallTimeoutMs = stall;
+  if (level !== undefined) settings.logLevel = parseLogLevel('--log-level', level);
+  return settings;
 }
 
 /** The ringrun program. Resolves to the exit code; bin/ringrun.js sets it. */
@@ -144,8 +261,11 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
     return 0;
   }
   const verbose = parsed.config.verbose;
-  return runLocal(parsed.config, {
+  const run = parsed.config.backend === 'mpi' ? runMpi : runJob;
+  return run(parsed.config, {
     env: process.env,
+    cwd: process.cwd(),
+    stderrIsTty: process.stderr.isTTY === true,
     stdout,
     stderr,
     log,

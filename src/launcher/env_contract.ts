@@ -15,9 +15,14 @@ export const kEnv = {
   storeAddr: 'RINGREDUCE_STORE_ADDR',
   address: 'RINGREDUCE_ADDRESS',
   jobId: 'RINGREDUCE_JOB_ID',
+  secret: 'RINGREDUCE_SECRET',
+  networkInterface: 'RINGREDUCE_NETWORK_INTERFACE',
+  backend: 'RINGREDUCE_BACKEND',
   startTimeoutMs: 'RINGREDUCE_START_TIMEOUT_MS',
   ioTimeoutMs: 'RINGREDUCE_IO_TIMEOUT_MS',
   stallTimeoutMs: 'RINGREDUCE_STALL_TIMEOUT_MS',
+  stallWarningMs: 'RINGREDUCE_STALL_WARNING_MS',
+  heartbeatMs: 'RINGREDUCE_HEARTBEAT_MS',
   logLevel: 'RINGREDUCE_LOG_LEVEL',
 } as const;
 
@@ -36,6 +41,8 @@ export interface EngineSettings {
   startTimeoutMs?: number;
   ioTimeoutMs?: number;
   stallTimeoutMs?: number;
+  stallWarningMs?: number;
+  heartbeatMs?: number;
   logLevel?: LogLevel;
 }
 
@@ -45,6 +52,10 @@ export interface JobContract {
   /** host:port of the rendezvous store that rank 0 hosts. */
   storeAddr: string;
   jobId: string;
+  /** The job secret (RINGREDUCE_SECRET); unset for a job of one rank, which needs none. */
+  secret?: string;
+  /** Every rank binds to and advertises this interface's address. */
+  networkInterface?: string;
   settings: EngineSettings;
 }
 
@@ -55,13 +66,21 @@ export interface RankPlacement {
   localSize: number;
   crossRank: number;
   crossSize: number;
-  /** The address the rank binds its data listener to and advertises to its peers. */
-  address: string;
+  /**
+   * The address the rank binds its data listener to and advertises to its peers. Unset (a
+   * multi-host job): the rank chooses the address that routes to rank 0's store.
+   */
+  address?: string;
 }
 
 /** 16 hex characters: enough that two jobs on one machine never share an id by chance. */
 export function newJobId(): string {
   return randomBytes(8).toString('hex');
+}
+
+/** 256 random bits, as 64 hex characters. */
+export function newSecret(): string {
+  return randomBytes(32).toString('hex');
 }
 
 /** `host:port`, with brackets around an IPv6 host so the last colon still splits the port. */
@@ -91,13 +110,23 @@ export function contractEnv(job: JobContract, placement: RankPlacement): Record<
     [kEnv.crossRank]: String(placement.crossRank),
     [kEnv.crossSize]: String(placement.crossSize),
     [kEnv.storeAddr]: job.storeAddr,
-    [kEnv.address]: placement.address,
     [kEnv.jobId]: job.jobId,
   };
-  const { startTimeoutMs, ioTimeoutMs, stallTimeoutMs, logLevel } = job.settings;
+  if (placement.address !== undefined) env[kEnv.address] = placement.address;
+  if (job.secret !== undefined) env[kEnv.secret] = job.secret;
+  if (job.networkInterface !== undefined) env[kEnv.networkInterface] = job.networkInterface;
+  return { ...env, ...settingsEnv(job.settings) };
+}
+
+/** The variables of the settings that were given (flags), and only those. */
+export function settingsEnv(settings: EngineSettings): Record<string, string> {
+  const env: Record<string, string> = {};
+  const { startTimeoutMs, ioTimeoutMs, stallTimeoutMs, stallWarningMs, heartbeatMs, logLevel } = settings;
   if (startTimeoutMs !== undefined) env[kEnv.startTimeoutMs] = String(startTimeoutMs);
   if (ioTimeoutMs !== undefined) env[kEnv.ioTimeoutMs] = String(ioTimeoutMs);
   if (stallTimeoutMs !== undefined) env[kEnv.stallTimeoutMs] = String(stallTimeoutMs);
+  if (stallWarningMs !== undefined) env[kEnv.stallWarningMs] = String(stallWarningMs);
+  if (heartbeatMs !== undefined) env[kEnv.heartbeatMs] = String(heartbeatMs);
   if (logLevel !== undefined) env[kEnv.logLevel] = logLevel;
   return env;
 }

@@ -6,11 +6,21 @@ export function signalExitCode(signal: NodeJS.Signals): number {
   return 128 + (constants.signals[signal] ?? 0);
 }
 
-/** "exited with code 3", "was killed by SIGSEGV", "could not be started: ...". */
+/** "exited with code 3", "was killed by SIGSEGV", "could not be started: ...", "on host b ...". */
 export function describeExit(exit: RankExit): string {
   if (exit.spawnError !== undefined) return `could not be started: ${exit.spawnError.message}`;
-  if (exit.signal !== null) return `was killed by ${exit.signal}`;
-  return `exited with code ${exit.code}`;
+  if (exit.host === undefined) return exit.signal !== null ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+  // A remote rank's status comes through its ssh session.
+  if (exit.signal !== null) return `on ${exit.host}: its ssh session was killed by ${exit.signal}`;
+  const signal = exit.code !== null && exit.code > 128 && exit.code < 128 + 65 ? signalName(exit.code - 128) : undefined;
+  if (signal !== undefined) return `on ${exit.host} was killed by ${signal} (exit status ${exit.code})`;
+  if (exit.code === 255)
+    return `on ${exit.host} exited with code 255: ssh failed (host unreachable, refused, or the connection broke)`;
+  return `on ${exit.host} exited with code ${exit.code}`;
+}
+
+function signalName(signal: number): string | undefined {
+  return Object.entries(constants.signals).find(([, number]) => number === signal)?.[0];
 }
 
 export function failed(exit: RankExit): boolean {
@@ -27,6 +37,25 @@ export function failureExitCode(exit: RankExit): number {
   }
   if (exit.signal !== null) return signalExitCode(exit.signal);
   return exit.code === null || exit.code === 0 ? 1 : exit.code;
+}
+
+/** The lines ringrun prints (after `ringrun: `) when ranks did not start in time. */
+export function notStartedReport(
+  ranks: readonly { rank: number; host: string | undefined; lastLines: readonly string[] }[],
+  startTimeoutMs: number,
+): string[] {
+  const report = [
+    `job failed: ${ranks.length === 1 ? 'rank' : 'ranks'} ${ranks.map((r) => r.rank).join(', ')} did not start within ${startTimeoutMs} ms`,
+  ];
+  for (const { rank, host, lastLines } of ranks) {
+    const where = host === undefined ? '' : ` on ${host}`;
+    if (lastLines.length === 0) report.push(`rank ${rank}${where} printed nothing`);
+    else {
+      report.push(`last ${lastLines.length} lines of rank ${rank}${where}:`);
+      for (const line of lastLines) report.push(`  [${rank}] ${line}`);
+    }
+  }
+  return report;
 }
 
 /** The lines ringrun prints (after `ringrun: `) to explain a failed job. */

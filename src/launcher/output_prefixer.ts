@@ -22,8 +22,11 @@ export class OutputPrefixer {
   constructor(
     private readonly prefix: string,
     private readonly write: (text: string) => void,
-    /** Sees each line without prefix or line ending (for tails and log files). */
-    private readonly onLine: (line: string) => void = () => {},
+    /**
+     * Sees each line without prefix or line ending (for tails and log files); returning false
+     * drops the line (ringrun's own start marker of a remote rank).
+     */
+    private readonly onLine: (line: string) => unknown = () => undefined,
     private readonly maxLineLength = kMaxLineLength,
   ) {}
 
@@ -52,7 +55,7 @@ export class OutputPrefixer {
 
   private line(raw: string): string {
     const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
-    this.onLine(line);
+    if (this.onLine(line) === false) return '';
     return `${this.prefix}${line}\n`;
   }
 }

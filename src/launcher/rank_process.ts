@@ -1,7 +1,16 @@
+/**
+ * One rank's process, as ringrun sees it: the rank itself (a local rank) or the ssh session
+ * that runs it on another host (remote_shell.ts). Either is spawned as the leader of its own
+ * process group; its output is prefixed with the rank and its last lines kept.
+ *
+ * Stopping: a local rank's group gets the signal (and SIGCONT after SIGTERM, so that a stopped
+ * rank can act on it). A remote rank is stopped by ending its session's stdin, which makes the
+ * remote bootstrap terminate it; SIGKILL also kills the local ssh process.
+ */
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { OutputPrefixer, rankPrefix } from './output_prefixer.js';
-import { groupAlive, signalGroup } from './process_group.js';
+import { groupAlive, processState, signalGroup } from './process_group.js';
 import { TailBuffer } from './tail_buffer.js';
 
 /** How one rank ended. */
@@ -13,6 +22,8 @@ export interface RankExit {
   signal: NodeJS.Signals | null;
   /** Set when the process could not be started at all (command not found, not executable). */
   spawnError?: NodeJS.ErrnoException;
+  /** The host of a remote rank (its code came through ssh). */
+  host?: string;
 }
 
 /** Where a rank's output goes. */
@@ -30,17 +41,19 @@ export interface RankSpec {
   env: NodeJS.ProcessEnv;
   sinks: RankSinks;
   tailLines: number;
+  /** A remote rank: the host, the script for the session's stdin, and the line that says it started. */
+  remote?: { host: string; stdin: string; marker: string };
 }
 
-/**
- * One rank's process: spawned as the leader of its own process group, its output prefixed
- * with the rank and its last lines kept. stdin is /dev/null: no rank reads the terminal.
- */
 export class RankProcess {
   readonly rank: number;
   readonly pid: number | undefined;
+  readonly host: string | undefined;
   /** Resolves when the rank's own process ends (its group may outlive it) or fails to start. */
   readonly exited: Promise<RankExit>;
+  /** Resolves once the rank runs: at once for a local rank, at the marker for a remote one. */
+  readonly started: Promise<void>;
+  private isStarted = false;
   private readonly child: ChildProcess | undefined;
   private readonly tail: TailBuffer;
   private readonly outputClosed: Promise<void>;
@@ -48,10 +61,15 @@ export class RankProcess {
 
   constructor(spec: RankSpec) {
     this.rank = spec.rank;
+    this.host = spec.remote?.host;
     this.tail = new TailBuffer(spec.tailLines);
     let child: ChildProcess | undefined;
     try {
-      child = spawn(spec.command, [...spec.args], { env: spec.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      child = spawn(spec.command, [...spec.args], {
+        env: spec.env,
+        stdio: [spec.remote ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+        detached: true,
+      });
     } catch (error) {
       // spawn throws for some failures (E2BIG: the environment or arguments are too long)
       // and reports the others (ENOENT, EACCES, EAGAIN) through 'error': both fail the rank.
@@ -59,9 +77,27 @@ export class RankProcess {
     }
     this.child = child;
     this.pid = child?.pid;
-    const onLine = (line: string): void => {
+    let markStarted: () => void = () => {};
+    this.started = new Promise((resolve) => {
+      markStarted = () => {
+        this.isStarted = true;
+        resolve();
+      };
+    });
+    if (spec.remote === undefined && this.pid !== undefined) markStarted();
+    if (spec.remote !== undefined && child?.stdin) {
+      child.stdin.on('error', () => {}); // the session may end before we stop writing
+      child.stdin.write(spec.remote.stdin);
+    }
+    const marker = spec.remote?.marker;
+    const onLine = (line: string): boolean => {
+      if (marker !== undefined && !this.isStarted && line === marker) {
+        markStarted();
+        return false;
+      }
       this.tail.push(line);
       spec.sinks.line?.(line);
+      return true;
     };
     const prefix = rankPrefix(spec.rank);
     this.outputClosed = Promise.all([
@@ -74,7 +110,8 @@ export class RankProcess {
         return;
       }
       child.once('exit', (code, signal) => {
-        this.exit = { rank: this.rank, pid: this.pid, code, signal };
+        this.exit = { rank: this.rank, pid: this.pid, code, signal, ...(this.host !== undefined && { host: this.host }) };
+        child.stdin?.destroy(); // lets a remote watcher still holding the pipe go
         resolve(this.exit);
       });
       child.on('error', (error: NodeJS.ErrnoException) => {
@@ -86,15 +123,32 @@ export class RankProcess {
     });
   }
 
-  /** Whether the rank, or anything it left in its process group, still runs. */
+  get hasStarted(): boolean {
+    return this.isStarted;
+  }
+
+  /** Whether the rank (for a remote rank: its ssh session), or anything left in its group, still runs. */
   alive(): boolean {
     if (this.pid === undefined) return false;
     return this.exit === undefined || groupAlive(this.pid);
   }
 
-  /** Signals the rank's whole process group. */
-  signal(signal: NodeJS.Signals): void {
-    if (this.pid !== undefined) signalGroup(this.pid, signal);
+  /** Stops the rank: SIGTERM (gracefully) or SIGKILL. */
+  stop(signal: 'SIGTERM' | 'SIGKILL'): void {
+    if (this.pid === undefined) return;
+    if (this.host !== undefined) {
+      this.child?.stdin?.end();
+      if (signal === 'SIGKILL') signalGroup(this.pid, 'SIGKILL');
+      return;
+    }
+    signalGroup(this.pid, signal);
+    if (signal === 'SIGTERM') signalGroup(this.pid, 'SIGCONT');
+  }
+
+  /** Whether a local rank is stopped (SIGSTOP; /proc state T): worth saying when the job fails. */
+  isStopped(): boolean {
+    if (this.host !== undefined || this.pid === undefined || this.exit !== undefined) return false;
+    return processState(this.pid)?.state === 'T';
   }
 
   lastLines(): string[] {
@@ -114,6 +168,7 @@ export class RankProcess {
     clearTimeout(timer);
     this.child?.stdout?.destroy();
     this.child?.stderr?.destroy();
+    this.child?.stdin?.destroy();
     await this.outputClosed;
   }
 }

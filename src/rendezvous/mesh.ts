@@ -3,8 +3,9 @@
  *
  * How it works:
  * 1. Listen on an ephemeral port (MeshAcceptor) and publish "host:port" under `addr/<rank>`.
- * 2. For every peer: read its address from the store (waiting until it is there), dial it,
- *    send a hello, read the ack (handshake.ts). Meanwhile accept one connection from every peer.
+ * 2. For every peer: read its address from the store (waiting until it is there), dial it and
+ *    run the handshake (handshake.ts: hello, challenge, response, ack), in which both sides
+ *    prove they know the job secret. Meanwhile accept one connection from every peer.
  * 3. Barrier through the store, so that when connectMesh resolves on any rank, every rank's
  *    mesh is complete (and rank 0 may stop serving the store without stranding anyone).
  *
@@ -23,8 +24,20 @@
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { InvalidArgumentError, PeerFailureError, ProtocolError, TimeoutError } from '../api/errors.js';
+import { JobKey, newNonce } from './auth.js';
 import { dial } from './dial.js';
-import { AckSink, checkAck, encodeHello } from './handshake.js';
+import {
+  checkAck,
+  checkChallenge,
+  dialerProof,
+  ExactSink,
+  encodeHello,
+  encodeResponse,
+  kAckBytes,
+  kChallengeBytes,
+  type Transcript,
+  verifyAcceptor,
+} from './handshake.js';
 import { MeshAcceptor } from './mesh_acceptor.js';
 import { barrier } from './mesh_barrier.js';
 import { ReadPort } from './read_port.js';
@@ -39,6 +52,10 @@ export interface MeshOptions {
   /** Host the peers dial to reach us; defaults to `host`. */
   advertiseHost?: string;
   jobId: string;
+  /** The job secret both ends of every connection prove they know (unset: the empty key). */
+  key?: JobKey;
+  /** Told about every incoming connection refused (a stranger, a wrong secret): for the log. */
+  onRefused?: (remote: string, reason: string) => void;
   /** One deadline for the whole connect, barrier included. */
   timeoutMs: number;
   /** Store key prefix; defaults to `mesh/<jobId>/`. */
@@ -66,16 +83,22 @@ class StageTimeout extends Error {
   }
 }
 
+/** The store keys of a job's mesh: `<prefix>addr/<rank>` per rank, `<prefix>all-ready` at the end (mesh_barrier.ts). */
+export function meshKeyPrefix(jobId: string): string {
+  return `mesh/${jobId}/`;
+}
+
 /** Connects this rank to every other; resolves with one link per peer, ordered by rank. */
 export async function connectMesh(options: MeshOptions): Promise<PeerLink[]> {
   const { rank, size, jobId } = options;
   if (!Number.isInteger(size) || size < 1) throw new InvalidArgumentError(`size must be a positive integer, got ${size}`);
   if (!Number.isInteger(rank) || rank < 0 || rank >= size) throw new InvalidArgumentError(`rank ${rank} is not in [0, ${size})`);
   if (size === 1) return [];
-  const prefix = options.keyPrefix ?? `mesh/${jobId}/`;
+  const prefix = options.keyPrefix ?? meshKeyPrefix(jobId);
   const deadline = performance.now() + options.timeoutMs;
   const abort = new AbortController();
-  const acceptor = new MeshAcceptor(rank, size, jobId);
+  const key = options.key ?? new JobKey(undefined);
+  const acceptor = new MeshAcceptor({ rank, size, jobId, key, onRefused: options.onRefused });
   const dialed = new Map<number, { socket: net.Socket; port: ReadPort; address: string }>();
   const opened: net.Socket[] = [];
   try {
@@ -84,7 +107,7 @@ export async function connectMesh(options: MeshOptions): Promise<PeerLink[]> {
     await options.store.set(`${prefix}addr/${rank}`, Buffer.from(JSON.stringify(advertised)));
     const peers = [...Array(size).keys()].filter((p) => p !== rank);
     const dialing = peers.map((peer) =>
-      dialPeer(options, prefix, peer, deadline, abort.signal, opened).then(
+      dialPeer(options, key, prefix, peer, deadline, abort.signal, opened).then(
         (link) => void dialed.set(peer, link),
         (error) => {
           // A timeout is reported with the others below; anything else is the answer right away.
@@ -125,6 +148,7 @@ export function destroyLinks(links: readonly PeerLink[]): void {
 
 async function dialPeer(
   options: MeshOptions,
+  key: JobKey,
   prefix: string,
   peer: number,
   deadline: number,
@@ -140,11 +164,15 @@ async function dialPeer(
   const { host, port } = parseAddress(raw, peer);
   const address = `${host}:${port}`;
   const who = `rank ${peer} at ${address}`;
-  let onAck: (ack: Buffer) => void = () => {};
-  const acked = new Promise<Buffer>((resolve) => {
-    onAck = resolve;
-  });
-  const readPort = new ReadPort(new AckSink((ack) => onAck(ack)));
+  // Each handshake message from the acceptor is read by a sink of its exact size, so the
+  // frames that follow the ack stay in the kernel for the transport's receiver.
+  let onMessage: (bytes: Buffer) => void = () => {};
+  const next = () =>
+    new Promise<Buffer>((resolve) => {
+      onMessage = resolve;
+    });
+  let message = next();
+  const readPort = new ReadPort(new ExactSink(kChallengeBytes, (bytes) => onMessage(bytes)));
   let socket: net.Socket;
   try {
     socket = await dial({ host, port, deadline, what: `rank ${peer}`, onread: readPort.onread, signal });
@@ -158,9 +186,29 @@ async function dialPeer(
   const closed = new Promise<never>((_, reject) => {
     socket.once('close', () => reject(new PeerFailureError(`${who} closed the connection during the handshake`, peer)));
   });
-  socket.write(encodeHello(options.rank, options.size, options.jobId));
-  const ack = await abortable(Promise.race([acked, closed]), signal, deadline, () => new StageTimeout('connect', peer));
-  checkAck(ack, peer, options.size, who);
+  closed.catch(() => {}); // only raced below
+  const receive = () => abortable(Promise.race([message, closed]), signal, deadline, () => new StageTimeout('connect', peer));
+  const ourNonce = newNonce();
+  socket.write(encodeHello(options.rank, options.size, options.jobId, ourNonce));
+  const challenge = checkChallenge(await receive(), peer, options.size, who);
+  const transcript: Transcript = {
+    jobId: options.jobId,
+    size: options.size,
+    dialer: options.rank,
+    acceptor: peer,
+    dialerNonce: ourNonce,
+    acceptorNonce: Buffer.from(challenge.nonce),
+  };
+  if (!verifyAcceptor(key, transcript, challenge.proof)) {
+    throw new ProtocolError(
+      `${who} could not prove it knows the job secret: it is not a rank of this job, or RINGREDUCE_SECRET differs`,
+    );
+  }
+  message = next();
+  readPort.attach(new ExactSink(kAckBytes, (bytes) => onMessage(bytes)));
+  socket.resume();
+  socket.write(encodeResponse(options.rank, options.size, dialerProof(key, transcript)));
+  checkAck(await receive(), peer, options.size, who);
   return { socket, port: readPort, address };
 }
 

@@ -1,25 +1,56 @@
 /**
- * The accepting half of the mesh: listens on an ephemeral port, checks the hello of every
- * incoming connection (handshake.ts) and keeps one accepted socket per peer rank. A connection
- * that is not ours, or claims the wrong job, size or rank, is refused and recorded so a timeout
- * message can say who knocked.
+ * The accepting half of the mesh: listens on an ephemeral port, runs the acceptor's side of
+ * the handshake (handshake.ts) on every incoming connection and keeps one accepted socket per
+ * peer rank. A rank's slot is taken only once its dialer has proven it knows the job secret. A
+ * connection that is not ours, claims the wrong job, size or rank, or fails the proof, is
+ * refused, reported through `onRefused` (the engine logs it) and recorded so a timeout message
+ * can say who knocked; the mesh goes on waiting for the real peer.
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { TimeoutError } from '../api/errors.js';
+import { type JobKey, newNonce } from './auth.js';
 import {
+  acceptorProof,
   decodeHello,
+  decodeResponse,
   encodeAck,
+  encodeChallenge,
+  type Hello,
   helloLength,
+  kAckBadAuth,
   kAckBadRank,
   kAckBadVersion,
   kAckDuplicateRank,
   kAckOk,
   kAckWrongJob,
   kAckWrongSize,
-  kHandshakeBytes,
+  kFixedBytes,
   kMeshVersion,
+  kResponseBytes,
+  type Transcript,
+  verifyDialer,
 } from './handshake.js';
+
+export interface MeshAcceptorOptions {
+  rank: number;
+  size: number;
+  jobId: string;
+  key: JobKey;
+  /** Told about every refused connection: "address", "reason". */
+  onRefused?: (remote: string, reason: string) => void;
+}
+
+/** What an incoming connection has sent so far, and where its handshake stands. */
+interface Incoming {
+  socket: net.Socket;
+  remote: string;
+  received: Buffer;
+  /** Set once the hello passed its checks and the challenge went out. */
+  transcript: Transcript | null;
+  rank: number;
+  refused: boolean;
+}
 
 export class MeshAcceptor {
   private readonly server = net.createServer((socket) => this.onConnection(socket));
@@ -28,12 +59,14 @@ export class MeshAcceptor {
   readonly refused: string[] = [];
   private readonly handshaking = new Set<net.Socket>();
   private notify: (() => void) | null = null;
+  private listening = true;
+  private readonly rank: number;
+  private readonly size: number;
 
-  constructor(
-    private readonly rank: number,
-    private readonly size: number,
-    private readonly jobId: string,
-  ) {}
+  constructor(private readonly options: MeshAcceptorOptions) {
+    this.rank = options.rank;
+    this.size = options.size;
+  }
 
   /** Listens on `host` with an ephemeral port; resolves with the port. */
   listen(host: string): Promise<number> {
@@ -77,6 +110,7 @@ export class MeshAcceptor {
   }
 
   stopListening(): void {
+    this.listening = false;
     if (this.server.listening) this.server.close();
     for (const socket of this.handshaking) socket.destroy();
     this.handshaking.clear();
@@ -90,54 +124,110 @@ export class MeshAcceptor {
   private onConnection(socket: net.Socket): void {
     socket.setNoDelay(true);
     this.handshaking.add(socket);
-    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
-    let received: Buffer = Buffer.alloc(0);
+    const conn: Incoming = {
+      socket,
+      remote: `${socket.remoteAddress}:${socket.remotePort}`,
+      received: Buffer.alloc(0),
+      transcript: null,
+      rank: -1,
+      refused: false,
+    };
     const onData = (chunk: Buffer) => {
-      received = received.byteLength === 0 ? chunk : Buffer.concat([received, chunk]);
-      if (received.byteLength < kHandshakeBytes) return;
-      let length: number;
+      conn.received = conn.received.byteLength === 0 ? chunk : Buffer.concat([conn.received, chunk]);
       try {
-        length = helloLength(received);
+        if (!this.step(conn)) return;
       } catch (error) {
-        this.refuse(socket, remote, (error as Error).message, null);
-        return;
+        this.refuse(conn, (error as Error).message, null);
       }
-      if (received.byteLength < length) return;
       socket.off('data', onData);
-      if (received.byteLength > length) {
-        this.refuse(socket, remote, 'sent bytes after its hello before our ack', null);
-        return;
-      }
-      this.check(socket, remote, received);
     };
     socket.on('data', onData);
     // Errors end in 'close'; the transport installs its own handlers on accepted sockets.
     socket.on('error', () => {});
-    socket.once('close', () => this.handshaking.delete(socket));
+    socket.once('close', () => {
+      // A dialer without the secret finds out from our proof and hangs up; say so.
+      if (this.handshaking.delete(socket) && this.listening && !conn.refused) {
+        this.report(conn, 'closed the connection during the handshake (no or a wrong job secret?)');
+      }
+    });
   }
 
-  private check(socket: net.Socket, remote: string, bytes: Buffer): void {
-    const hello = decodeHello(bytes);
+  /** Advances the handshake with what arrived; true once it is over (accepted or refused). */
+  private step(conn: Incoming): boolean {
+    if (conn.transcript === null) {
+      if (conn.received.byteLength < kFixedBytes) return false;
+      const length = helloLength(conn.received);
+      if (conn.received.byteLength < length) return false;
+      if (conn.received.byteLength > length) {
+        this.refuse(conn, 'sent bytes after its hello before our challenge', null);
+        return true;
+      }
+      const hello = decodeHello(conn.received);
+      conn.received = Buffer.alloc(0);
+      return this.challenge(conn, hello);
+    }
+    if (conn.received.byteLength < kResponseBytes) return false;
+    if (conn.received.byteLength > kResponseBytes) {
+      this.refuse(conn, 'sent bytes after its response before our ack', null);
+      return true;
+    }
+    const proof = decodeResponse(conn.received, conn.rank, this.size);
+    if (!verifyDialer(this.options.key, conn.transcript, proof)) {
+      this.refuse(
+        conn,
+        `rank ${conn.rank}: authentication failed (wrong or missing job secret)`,
+        encodeAck(kAckBadAuth, this.rank, this.size),
+      );
+      return true;
+    }
+    if (this.accepted.has(conn.rank)) {
+      this.refuse(conn, `duplicate rank ${conn.rank}`, encodeAck(kAckDuplicateRank, this.rank, this.size));
+      return true;
+    }
+    this.handshaking.delete(conn.socket);
+    this.accepted.set(conn.rank, conn.socket);
+    conn.socket.write(encodeAck(kAckOk, this.rank, this.size));
+    this.notify?.();
+    return true;
+  }
+
+  /** Checks the hello; sends our challenge (true: wait for the response) or a refusal. */
+  private challenge(conn: Incoming, hello: Hello): boolean {
     let status = kAckOk;
     let reason = '';
     if (hello.version !== kMeshVersion) [status, reason] = [kAckBadVersion, `handshake version ${hello.version}`];
-    else if (hello.jobId !== this.jobId) [status, reason] = [kAckWrongJob, `job id "${hello.jobId}"`];
+    else if (hello.jobId !== this.options.jobId) [status, reason] = [kAckWrongJob, `job id "${hello.jobId}"`];
     else if (hello.size !== this.size) [status, reason] = [kAckWrongSize, `world size ${hello.size}`];
     else if (hello.rank >= this.size || hello.rank === this.rank) [status, reason] = [kAckBadRank, `rank ${hello.rank}`];
     else if (this.accepted.has(hello.rank)) [status, reason] = [kAckDuplicateRank, `duplicate rank ${hello.rank}`];
     if (status !== kAckOk) {
-      this.refuse(socket, remote, reason, encodeAck(status, this.rank, this.size));
-      return;
+      this.refuse(conn, reason, encodeChallenge(status, this.rank, this.size));
+      return true;
     }
-    this.handshaking.delete(socket);
-    this.accepted.set(hello.rank, socket);
-    socket.write(encodeAck(kAckOk, this.rank, this.size));
-    this.notify?.();
+    const transcript: Transcript = {
+      jobId: this.options.jobId,
+      size: this.size,
+      dialer: hello.rank,
+      acceptor: this.rank,
+      dialerNonce: hello.nonce,
+      acceptorNonce: newNonce(),
+    };
+    conn.transcript = transcript;
+    conn.rank = hello.rank;
+    const proof = acceptorProof(this.options.key, transcript);
+    conn.socket.write(encodeChallenge(kAckOk, this.rank, this.size, transcript.acceptorNonce, proof));
+    return false;
   }
 
-  private refuse(socket: net.Socket, remote: string, reason: string, ack: Buffer | null): void {
-    if (this.refused.length < 16) this.refused.push(`${remote}: ${reason}`);
-    if (ack) socket.end(ack);
-    else socket.destroy();
+  private refuse(conn: Incoming, reason: string, answer: Buffer | null): void {
+    conn.refused = true;
+    this.report(conn, reason);
+    if (answer) conn.socket.end(answer);
+    else conn.socket.destroy();
+  }
+
+  private report(conn: Incoming, reason: string): void {
+    if (this.refused.length < 16) this.refused.push(`${conn.remote}: ${reason}`);
+    this.options.onRefused?.(conn.remote, reason);
   }
 }

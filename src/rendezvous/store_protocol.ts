@@ -7,23 +7,27 @@
  *   header: magic u16 (kStoreMagic) | version u8 | op u8 | requestId u32 | bodyLength u32
  *
  *   client → server                                server → client
- *   kOpHello  authMethods u8 (bitmask offered)     kOpHelloOk authMethod u8 | nonceLen u8 | nonce
+ *   kOpHello  nonceC (32 bytes)                    kOpHelloOk nonceS (32) | proofS (32)
+ *   kOpAuth   proofC (32 bytes)                    kOpOk      empty: authenticated
  *   kOpSet    keyLen u16 | key | value             kOpOk      value (get), i64 (add), empty (set)
  *   kOpGet    timeoutMs u32 | keyLen u16 | key     kOpTimeout empty: the get's deadline passed
  *   kOpAdd    delta i64 | keyLen u16 | key         kOpError   UTF-8 message (requestId 0: the
  *                                                             connection is closed after it)
  *
- * A connection starts with kOpHello/kOpHelloOk; requests are pipelined and answered by
- * requestId, in any order (a waiting get is answered when its key is set). The hello is where
- * a shared-secret HMAC challenge fits later: the server picks a method the client offered and
- * sends a nonce, and the client answers with a kOpAuth frame before its first request. Today
- * only method 0 (none) exists. Every header is checked (magic, version, known op, body limit)
- * before its body is buffered, so a garbage length cannot make the server allocate.
+ * A connection starts with a mutual challenge-response (auth.ts): the server proves it knows
+ * the job secret with proofS = HMAC(secret, "store server", nonceC, nonceS), the client with
+ * proofC = HMAC(secret, "store client", nonceC, nonceS). The hello and auth use requestId 0.
+ * Until the client is authenticated, the only frames accepted are the hello and then the auth,
+ * their bodies limited to kMaxPreAuthBytes, and the whole exchange to a deadline: a stranger
+ * can neither read nor write a key, nor make the server allocate. After it, requests are
+ * pipelined and answered by requestId, in any order (a waiting get is answered when its key is
+ * set). Every header is checked (magic, version, known op, body limit) before its body is
+ * buffered, so a garbage length cannot make either side allocate.
  */
 import { InvalidArgumentError, ProtocolError } from '../api/errors.js';
 
 export const kStoreMagic = 0x5352; // 'RS' little-endian
-export const kStoreVersion = 1;
+export const kStoreVersion = 2;
 export const kStoreHeaderBytes = 12;
 export const kMaxKeyBytes = 1024;
 export const kDefaultMaxStoreFrameBytes = 4 * 1024 * 1024;
@@ -32,13 +36,17 @@ export const kOpHello = 0x01;
 export const kOpSet = 0x02;
 export const kOpGet = 0x03;
 export const kOpAdd = 0x04;
+export const kOpAuth = 0x05;
 export const kOpHelloOk = 0x81;
 export const kOpOk = 0x82;
 export const kOpTimeout = 0x83;
 export const kOpError = 0x84;
-export const kAuthNone = 0x01;
+/** Largest body a client may send before it is authenticated (the hello and the auth are 32 bytes). */
+export const kMaxPreAuthBytes = 64;
+export const kStoreServerLabel = 'ringreduce store server';
+export const kStoreClientLabel = 'ringreduce store client';
 
-const kKnownOps = new Set([kOpHello, kOpSet, kOpGet, kOpAdd, kOpHelloOk, kOpOk, kOpTimeout, kOpError]);
+const kKnownOps = new Set([kOpHello, kOpSet, kOpGet, kOpAdd, kOpAuth, kOpHelloOk, kOpOk, kOpTimeout, kOpError]);
 const kUtf8 = new TextDecoder('utf-8', { fatal: true });
 const kUtf8Encoder = new TextEncoder();
 
@@ -126,7 +134,8 @@ export class StoreFrameReader {
   private op = 0;
   private requestId = 0;
 
-  constructor(private readonly maxFrameBytes: number) {}
+  /** The body limit; the server raises it once the client is authenticated. */
+  constructor(public maxFrameBytes: number) {}
 
   /** Parses `chunk`; throws ProtocolError on the first bad header. */
   push(chunk: Uint8Array, onFrame: (frame: StoreFrame) => void): void {

@@ -7,11 +7,14 @@
  * waiting get carries its timeout: the server answers kOpTimeout at the deadline and drops the
  * waiter, and the client keeps its own timer too so a hung server cannot stall it. Anything
  * malformed (bad header, unknown op, bad key, request before hello) gets one kOpError frame with
- * requestId 0 and the connection is closed; the server itself never throws on input.
+ * requestId 0 and the connection is closed; the server itself never throws on input. Every
+ * connection is authenticated both ways with the job secret before its first request (see
+ * store_protocol.ts and auth.ts).
  */
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { ProtocolError, RingReduceError, ShutdownError, TimeoutError } from '../api/errors.js';
+import { JobKey, kMacBytes, kNonceBytes, newNonce } from './auth.js';
 import { dial } from './dial.js';
 import type { Store, StoreAddress } from './store.js';
 import {
@@ -20,9 +23,9 @@ import {
   encodeFrame,
   encodeI64,
   encodeKeyed,
-  kAuthNone,
   kDefaultMaxStoreFrameBytes,
   kOpAdd,
+  kOpAuth,
   kOpError,
   kOpGet,
   kOpHello,
@@ -30,6 +33,8 @@ import {
   kOpOk,
   kOpSet,
   kOpTimeout,
+  kStoreClientLabel,
+  kStoreServerLabel,
   type StoreFrame,
   StoreFrameReader,
 } from './store_protocol.js';
@@ -39,6 +44,10 @@ export { TcpStoreServer, type TcpStoreServerOptions } from './tcp_store_server.j
 export interface TcpStoreClientOptions extends StoreAddress {
   /** How long to keep retrying the connection (the server may start later). */
   connectTimeoutMs: number;
+  /** The job secret to prove (unset: the empty key, see auth.ts). */
+  key?: JobKey;
+  /** Aborting stops the connection retries. */
+  signal?: AbortSignal;
   maxFrameBytes?: number;
 }
 
@@ -77,17 +86,35 @@ export class TcpStoreClient implements Store {
     socket.on('close', () => this.fail(new RingReduceError(`store connection to ${this.where} closed`)));
   }
 
-  /** Connects (retrying until the deadline) and completes the hello. */
+  /**
+   * Connects (retrying until the deadline) and authenticates both ways: the store proves it
+   * knows the job secret, then we do. Rejects with ProtocolError when either proof fails.
+   */
   static async connect(options: TcpStoreClientOptions): Promise<TcpStoreClient> {
     const deadline = performance.now() + options.connectTimeoutMs;
-    const socket = await dial({ host: options.host, port: options.port, deadline, what: 'the store' });
+    const socket = await dial({
+      host: options.host,
+      port: options.port,
+      deadline,
+      what: 'the store',
+      ...(options.signal && { signal: options.signal }),
+    });
     const client = new TcpStoreClient(socket, options);
-    const remaining = Math.max(1, Math.ceil(deadline - performance.now()));
+    const key = options.key ?? new JobKey(undefined);
+    const remaining = () => Math.max(1, Math.ceil(deadline - performance.now()));
     try {
-      const reply = await client.request(kOpHello, 'hello', Uint8Array.of(kAuthNone), remaining, 0);
-      if (reply[0] !== kAuthNone) {
-        throw new ProtocolError(`the store at ${client.where} asks for auth method ${reply[0]}, which this client lacks`);
+      const ours = newNonce();
+      const reply = await client.request(kOpHello, 'hello', ours, remaining(), 0);
+      if (reply.byteLength !== kNonceBytes + kMacBytes) {
+        throw new ProtocolError(`the store at ${client.where} answered the hello with ${reply.byteLength} bytes`);
       }
+      const theirs = reply.subarray(0, kNonceBytes);
+      if (!key.verify(reply.subarray(kNonceBytes), kStoreServerLabel, ours, theirs)) {
+        throw new ProtocolError(
+          `the store at ${client.where} could not prove it knows the job secret: it belongs to another job, or RINGREDUCE_SECRET differs`,
+        );
+      }
+      await client.request(kOpAuth, 'hello', key.mac(kStoreClientLabel, ours, theirs), remaining(), 0);
     } catch (error) {
       await client.close();
       throw error;
@@ -132,7 +159,7 @@ export class TcpStoreClient implements Store {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
       const entry: PendingRequest = { key, timeoutMs, resolve, reject, timer: null };
-      if (op === kOpGet || op === kOpHello) {
+      if (op === kOpGet || op === kOpHello || op === kOpAuth) {
         entry.timer = setTimeout(
           () => {
             this.pending.delete(id);

@@ -1,19 +1,23 @@
 /**
  * The server half of the TCP store (see tcp_store.ts for the overview, store_protocol.ts for
  * the frames). Input is untrusted: every parse error is caught per connection, answered with
- * one kOpError frame and that connection alone is closed.
+ * one kOpError frame and that connection alone is closed. A connection must authenticate
+ * (hello, then auth) within kAuthTimeoutMs, with small frames only, before any request; at
+ * most kMaxUnauthenticated connections may be at that stage at once.
  */
 import net from 'node:net';
 import { InvalidArgumentError, ProtocolError } from '../api/errors.js';
+import { JobKey, kMacBytes, kNonceBytes, newNonce } from './auth.js';
 import type { StoreAddress } from './store.js';
 import {
   decodeI64,
   decodeKeyed,
   encodeFrame,
   encodeI64,
-  kAuthNone,
   kDefaultMaxStoreFrameBytes,
+  kMaxPreAuthBytes,
   kOpAdd,
+  kOpAuth,
   kOpError,
   kOpGet,
   kOpHello,
@@ -21,23 +25,37 @@ import {
   kOpOk,
   kOpSet,
   kOpTimeout,
+  kStoreClientLabel,
+  kStoreServerLabel,
   type StoreFrame,
   StoreFrameReader,
 } from './store_protocol.js';
 
 export interface TcpStoreServerOptions extends StoreAddress {
+  /** The job secret every client must prove it knows (unset: the empty key, see auth.ts). */
+  key?: JobKey;
   maxFrameBytes?: number;
   /** Told about every connection closed for a protocol violation (for logs and tests). */
   onProtocolError?: (error: ProtocolError, remote: string) => void;
+  /** Told about every client refused for failing (or never finishing) authentication. */
+  onRefused?: (remote: string, reason: string) => void;
+  /** How long a client has to authenticate; default kAuthTimeoutMs. */
+  authTimeoutMs?: number;
 }
 
 interface Connection {
   socket: net.Socket;
   remote: string;
-  greeted: boolean;
+  stage: 'hello' | 'auth' | 'ready';
+  /** The client's and our nonce, once the hello is answered. */
+  nonces: [Buffer, Buffer] | null;
+  authTimer: NodeJS.Timeout | null;
   closing: boolean;
   waiters: Set<Waiter>;
 }
+
+const kAuthTimeoutMs = 10_000;
+const kMaxUnauthenticated = 64;
 
 interface Waiter {
   conn: Connection;
@@ -56,11 +74,14 @@ export class TcpStoreServer {
   private readonly waiting = new Map<string, Set<Waiter>>();
   private readonly connections = new Set<Connection>();
   private readonly maxFrameBytes: number;
+  private readonly key: JobKey;
+  private unauthenticated = 0;
   private bound: StoreAddress | null = null;
   private closed = false;
 
   constructor(private readonly options: TcpStoreServerOptions) {
     this.maxFrameBytes = options.maxFrameBytes ?? kDefaultMaxStoreFrameBytes;
+    this.key = options.key ?? new JobKey(undefined);
   }
 
   /** Starts listening; resolves with the bound address (useful with port 0). */
@@ -92,35 +113,55 @@ export class TcpStoreServer {
 
   private accept(socket: net.Socket): void {
     const remote = `${socket.remoteAddress}:${socket.remotePort}`;
-    const conn: Connection = { socket, remote, greeted: false, closing: false, waiters: new Set() };
-    if (this.closed) {
+    if (this.closed || this.unauthenticated >= kMaxUnauthenticated) {
+      if (!this.closed) this.options.onRefused?.(remote, `more than ${kMaxUnauthenticated} connections are authenticating`);
       socket.destroy();
       return;
     }
+    const conn: Connection = {
+      socket,
+      remote,
+      stage: 'hello',
+      nonces: null,
+      authTimer: null,
+      closing: false,
+      waiters: new Set(),
+    };
     this.connections.add(conn);
+    this.unauthenticated++;
+    const authTimeoutMs = this.options.authTimeoutMs ?? kAuthTimeoutMs;
+    conn.authTimer = setTimeout(() => {
+      this.options.onRefused?.(remote, `did not authenticate within ${authTimeoutMs} ms`);
+      this.drop(conn);
+    }, authTimeoutMs);
+    conn.authTimer.unref();
     socket.setNoDelay(true);
-    const reader = new StoreFrameReader(this.maxFrameBytes);
+    const reader = new StoreFrameReader(kMaxPreAuthBytes);
     socket.on('data', (chunk: Buffer) => {
       if (conn.closing) return;
       try {
-        reader.push(chunk, (frame) => this.handle(conn, frame));
+        reader.push(chunk, (frame) => {
+          this.handle(conn, frame);
+          if (conn.stage === 'ready') reader.maxFrameBytes = this.maxFrameBytes;
+        });
       } catch (error) {
         this.refuse(conn, error);
       }
     });
     socket.on('error', () => {}); // a reset client is just gone; 'close' cleans up
-    socket.on('close', () => this.drop(conn));
+    socket.on('close', () => {
+      // A client without the secret (or of another job) finds out from our proof and hangs up.
+      if (!conn.closing && conn.stage !== 'ready' && !this.closed) {
+        this.options.onRefused?.(remote, 'closed the connection before authenticating (no or a wrong job secret?)');
+      }
+      this.drop(conn);
+    });
   }
 
   private handle(conn: Connection, frame: StoreFrame): void {
     if (conn.closing) return;
-    if (!conn.greeted) {
-      if (frame.op !== kOpHello) throw new ProtocolError(`expected a hello first, got op 0x${frame.op.toString(16)}`);
-      if (frame.body.byteLength !== 1 || ((frame.body[0] as number) & kAuthNone) === 0) {
-        throw new ProtocolError('the hello offers no auth method this server supports');
-      }
-      conn.greeted = true;
-      this.reply(conn, kOpHelloOk, frame.requestId, Uint8Array.of(kAuthNone, 0));
+    if (conn.stage !== 'ready') {
+      this.authenticate(conn, frame);
       return;
     }
     switch (frame.op) {
@@ -147,6 +188,38 @@ export class TcpStoreServer {
       default:
         throw new ProtocolError(`op 0x${frame.op.toString(16)} is not a request`);
     }
+  }
+
+  /** The hello (answered with our nonce and proof), then the client's proof. */
+  private authenticate(conn: Connection, frame: StoreFrame): void {
+    if (conn.stage === 'hello') {
+      if (frame.op !== kOpHello) throw new ProtocolError(`expected a hello first, got op 0x${frame.op.toString(16)}`);
+      if (frame.body.byteLength !== kNonceBytes) throw new ProtocolError(`hello of ${frame.body.byteLength} bytes`);
+      const nonces: [Buffer, Buffer] = [Buffer.from(frame.body), newNonce()];
+      conn.nonces = nonces;
+      conn.stage = 'auth';
+      const proof = this.key.mac(kStoreServerLabel, ...nonces);
+      this.reply(conn, kOpHelloOk, 0, Buffer.concat([nonces[1], proof]));
+      return;
+    }
+    if (frame.op !== kOpAuth) throw new ProtocolError(`expected the auth after the hello, got op 0x${frame.op.toString(16)}`);
+    const nonces = conn.nonces as [Buffer, Buffer];
+    if (frame.body.byteLength !== kMacBytes || !this.key.verify(frame.body, kStoreClientLabel, ...nonces)) {
+      const reason = 'authentication failed: wrong or missing job secret (RINGREDUCE_SECRET)';
+      this.options.onRefused?.(conn.remote, reason);
+      this.refuse(conn, new ProtocolError(reason), false);
+      return;
+    }
+    conn.stage = 'ready';
+    this.endAuthStage(conn);
+    this.reply(conn, kOpOk, 0, kEmpty);
+  }
+
+  private endAuthStage(conn: Connection): void {
+    if (conn.authTimer === null) return;
+    clearTimeout(conn.authTimer);
+    conn.authTimer = null;
+    this.unauthenticated--;
   }
 
   private get(conn: Connection, requestId: number, key: string, timeoutMs: number): void {
@@ -211,10 +284,12 @@ export class TcpStoreServer {
   }
 
   /** Answers a protocol violation with one error frame, then closes that connection only. */
-  private refuse(conn: Connection, error: unknown): void {
+  private refuse(conn: Connection, error: unknown, report = true): void {
+    if (conn.closing) return;
     const protocolError =
       error instanceof ProtocolError ? error : new ProtocolError(`internal error: ${(error as Error)?.message ?? error}`);
-    this.options.onProtocolError?.(protocolError, conn.remote);
+    if (report) this.options.onProtocolError?.(protocolError, conn.remote);
+    this.endAuthStage(conn);
     const message = `protocol error from ${conn.remote}: ${protocolError.message}`;
     for (const waiter of [...conn.waiters]) this.forget(waiter);
     conn.closing = true;
@@ -225,6 +300,7 @@ export class TcpStoreServer {
   }
 
   private drop(conn: Connection): void {
+    this.endAuthStage(conn);
     for (const waiter of [...conn.waiters]) this.forget(waiter);
     this.connections.delete(conn);
     conn.closing = true;

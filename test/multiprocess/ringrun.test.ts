@@ -146,6 +146,9 @@ describe('ringrun', { timeout: 120_000 }, () => {
     const first = reports[0]?.env ?? {};
     assert.match(first.RINGREDUCE_STORE_ADDR ?? '', /^127\.0\.0\.1:\d+$/);
     assert.match(first.RINGREDUCE_JOB_ID ?? '', /^[0-9a-f]{16}$/);
+    assert.match(first.RINGREDUCE_SECRET ?? '', /^[0-9a-f]{64}$/);
+    // The secret reaches the ranks through their environment only: never the output of ringrun.
+    assert.ok(!run.stderr.includes(first.RINGREDUCE_SECRET ?? '-'), 'the secret leaked into ringrun output');
     for (const { prefix, env, argv } of reports) {
       assert.deepEqual(env, {
         RINGREDUCE_RANK: String(prefix),
@@ -157,6 +160,7 @@ describe('ringrun', { timeout: 120_000 }, () => {
         RINGREDUCE_STORE_ADDR: first.RINGREDUCE_STORE_ADDR,
         RINGREDUCE_ADDRESS: '127.0.0.1',
         RINGREDUCE_JOB_ID: first.RINGREDUCE_JOB_ID,
+        RINGREDUCE_SECRET: first.RINGREDUCE_SECRET,
         RINGREDUCE_STALL_TIMEOUT_MS: '2000',
         RINGREDUCE_LOG_LEVEL: 'info',
         RINGREDUCE_IO_TIMEOUT_MS: '1234', // inherited: no flag overrode it

@@ -127,7 +127,7 @@ describe('ringrun arguments: engine settings and other flags', () => {
       const parsed = parseArgs([flag]);
       assert.equal(parsed.kind, 'help');
       if (parsed.kind !== 'help') return;
-      assert.match(parsed.text, /Usage: ringrun -np <count> \[options\] <command> \[args\.\.\.\]/);
+      assert.match(parsed.text, /Usage: ringrun -np <count> \[-H <hosts>\] \[options\] <command> \[args\.\.\.\]/);
       assert.match(parsed.text, /--stall-timeout <duration>/);
       assert.match(parsed.text, /Examples:\n {2}ringrun -np 4 node train\.js/);
     }

@@ -2,6 +2,15 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { ProtocolError, TimeoutError } from '../../src/api/errors.js';
+import { JobKey } from '../../src/rendezvous/auth.js';
+import {
+  checkChallenge,
+  dialerProof,
+  encodeHello,
+  encodeResponse,
+  kAckBytes,
+  kChallengeBytes,
+} from '../../src/rendezvous/handshake.js';
 import { connectMesh, destroyLinks, type MeshOptions, type PeerLink } from '../../src/rendezvous/mesh.js';
 import type { StoreAddress } from '../../src/rendezvous/store.js';
 import { TcpStoreClient, TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
@@ -93,11 +102,68 @@ describe('connectMesh', () => {
     garbage.destroy();
   });
 
+  it('refuses and reports a stranger with a wrong secret, and the mesh still completes', async () => {
+    job++;
+    const key = new JobKey('mesh-secret');
+    const refused: string[] = [];
+    const first = mesh({ rank: 0, size: 2, key, onRefused: (remote, reason) => refused.push(`${remote} ${reason}`) });
+    const spy = await TcpStoreClient.connect({ ...address, connectTimeoutMs: 2000 });
+    const { host, port } = JSON.parse(Buffer.from(await spy.get(`t${job}/addr/0`, 2000)).toString());
+    await spy.close();
+    // The stranger knows the job id and claims rank 1, but proves a different secret.
+    const answers = await new Promise<Buffer>((resolve) => {
+      const socket = net.connect(port, host);
+      let got = Buffer.alloc(0);
+      const nonce = Buffer.alloc(32, 3);
+      socket.on('error', () => {});
+      socket.on('data', (chunk) => {
+        got = Buffer.concat([got, chunk]);
+        if (got.byteLength === kChallengeBytes) {
+          const challenge = checkChallenge(got, 0, 2, 'rank 0');
+          const transcript = {
+            jobId: `job${job}`,
+            size: 2,
+            dialer: 1,
+            acceptor: 0,
+            dialerNonce: nonce,
+            acceptorNonce: challenge.nonce,
+          };
+          socket.write(encodeResponse(1, 2, dialerProof(new JobKey('guessed'), transcript)));
+        }
+      });
+      socket.on('close', () => resolve(got));
+      socket.write(encodeHello(1, 2, `job${job}`, nonce));
+    });
+    assert.equal(answers.byteLength, kChallengeBytes + kAckBytes);
+    assert.equal(answers.readUInt8(kChallengeBytes + 7), 6, 'ack status: bad auth');
+    assert.match(refused.join('\n'), /127\.0\.0\.1:\d+ rank 1: authentication failed \(wrong or missing job secret\)/);
+    const links = await Promise.all([first, mesh({ rank: 1, size: 2, key })]);
+    for (const l of links) destroyLinks(l);
+  });
+
+  it('fails fast with a clear error when a peer proves a different secret', async () => {
+    job++;
+    const results = await Promise.allSettled([
+      mesh({ rank: 0, size: 2, key: new JobKey('one'), timeoutMs: 1500 }),
+      mesh({ rank: 1, size: 2, key: new JobKey('two'), timeoutMs: 1500 }),
+    ]);
+    // Both fail; the first to check a proof says why, the other may only see it hang up.
+    assert.ok(results.every((r) => r.status === 'rejected'));
+    const errors = results.map((r) => (r as PromiseRejectedResult).reason as Error);
+    assert.ok(
+      errors.some(
+        (e) => e instanceof ProtocolError && /could not prove it knows the job secret|authentication failed/.test(e.message),
+      ),
+      errors.join('\n'),
+    );
+  });
+
   it('rejects a bad ack from a non-peer listening at a published address', async () => {
     job++;
     const fake = net.createServer((s) => {
       s.resume();
-      s.write(Buffer.alloc(16, 0x01));
+      s.on('error', () => {});
+      s.write(Buffer.alloc(kChallengeBytes, 0x01));
     });
     await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
     const store = await TcpStoreClient.connect({ ...address, connectTimeoutMs: 2000 });
@@ -106,9 +172,9 @@ describe('connectMesh', () => {
     await store.set(`t${job}/addr/1`, Buffer.from(JSON.stringify({ host: '127.0.0.1', port: fakePort })));
     await assert.rejects(
       mesh({ rank: 0, size: 2, timeoutMs: 1000 }),
-      (e) => e instanceof ProtocolError && /not a ringreduce ack/.test(e.message),
+      (e) => e instanceof ProtocolError && /not a ringreduce challenge/.test(e.message),
     );
-    fake.close();
+    await new Promise((resolve) => fake.close(resolve));
   });
 });
 

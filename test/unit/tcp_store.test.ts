@@ -2,21 +2,26 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { InvalidArgumentError, ProtocolError, ShutdownError, TimeoutError } from '../../src/api/errors.js';
+import { JobKey } from '../../src/rendezvous/auth.js';
 import type { StoreAddress } from '../../src/rendezvous/store.js';
 import {
   encodeFrame,
   encodeKeyed,
-  kAuthNone,
+  kOpAuth,
   kOpError,
   kOpGet,
   kOpHello,
+  kOpHelloOk,
   kOpSet,
+  kStoreClientLabel,
   type StoreFrame,
   StoreFrameReader,
 } from '../../src/rendezvous/store_protocol.js';
 import { TcpStoreClient, TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
 
-const connect = (address: StoreAddress, connectTimeoutMs = 2000) => TcpStoreClient.connect({ ...address, connectTimeoutMs });
+const kKey = new JobKey('store-test-secret');
+const connect = (address: StoreAddress, connectTimeoutMs = 2000, key = kKey) =>
+  TcpStoreClient.connect({ ...address, connectTimeoutMs, key });
 
 async function freePort(): Promise<number> {
   const probe = net.createServer();
@@ -49,18 +54,54 @@ function rawExchange(address: StoreAddress, bytes: Uint8Array, waitMs = 2000): P
   });
 }
 
-const hello = () => encodeFrame(kOpHello, 0, Uint8Array.of(kAuthNone));
+const hello = () => encodeFrame(kOpHello, 0, new Uint8Array(32));
+
+/**
+ * Authenticates by hand (hello, read the server's nonce, prove the key), then sends `bytes`
+ * and collects the frames that follow until the server closes (bounded).
+ */
+function rawSession(address: StoreAddress, bytes: Uint8Array, waitMs = 2000): Promise<StoreFrame[]> {
+  return new Promise((resolve) => {
+    const frames: StoreFrame[] = [];
+    const reader = new StoreFrameReader(1 << 20);
+    const nonce = Buffer.alloc(32, 7);
+    const socket = net.connect(address.port, address.host);
+    const timer = setTimeout(() => socket.destroy(), waitMs);
+    socket.on('data', (chunk) => {
+      try {
+        reader.push(chunk, (f) => {
+          if (f.op === kOpHelloOk) {
+            const proof = kKey.mac(kStoreClientLabel, nonce, f.body.subarray(0, 32));
+            socket.write(encodeFrame(kOpAuth, 0, proof));
+            socket.end(bytes);
+          } else frames.push(f);
+        });
+      } catch {
+        socket.destroy();
+      }
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(frames);
+    });
+    socket.write(encodeFrame(kOpHello, 0, nonce));
+  });
+}
 
 describe('TcpStore', () => {
   let server: TcpStoreServer;
   let address: StoreAddress;
   const protocolErrors: string[] = [];
+  const refusals: string[] = [];
 
   before(async () => {
     server = new TcpStoreServer({
       host: '127.0.0.1',
       port: 0,
+      key: kKey,
       maxFrameBytes: 1 << 16,
+      onRefused: (remote, reason) => refusals.push(`${remote}: ${reason}`),
       onProtocolError: (e) => protocolErrors.push(e.message),
     });
     address = await server.listen();
@@ -137,17 +178,25 @@ describe('TcpStore', () => {
     assert.equal(badMagic[0]?.op, kOpError);
     assert.match(Buffer.from(badMagic[0]?.body ?? []).toString(), /protocol error from 127\.0\.0\.1:\d+: bad store frame magic/);
 
-    const oversized = Buffer.from(hello());
     const big = encodeFrame(kOpSet, 1, new Uint8Array(0));
     big.writeUInt32LE(1 << 30, 8);
-    const tooBig = await rawExchange(address, Buffer.concat([oversized, big]));
+    const tooBig = await rawSession(address, big);
     assert.match(Buffer.from(tooBig.at(-1)?.body ?? []).toString(), /exceeds the limit of 65536/);
+    // Before authentication the limit is a few bytes: a stranger cannot make the server allocate.
+    const preAuth = await rawExchange(address, big);
+    assert.match(Buffer.from(preAuth.at(-1)?.body ?? []).toString(), /exceeds the limit of 64\b/);
 
     const noHello = await rawExchange(address, encodeFrame(kOpGet, 1, encodeKeyed(new Uint8Array(4), 'k')));
     assert.match(Buffer.from(noHello[0]?.body ?? []).toString(), /expected a hello first/);
 
-    const badKey = Buffer.concat([hello(), encodeFrame(kOpSet, 2, Uint8Array.of(0xff, 0x7f, 1))]);
-    assert.match(Buffer.from((await rawExchange(address, badKey)).at(-1)?.body ?? []).toString(), /bad store key length/);
+    const noAuth = await rawExchange(
+      address,
+      Buffer.concat([hello(), encodeFrame(kOpGet, 1, encodeKeyed(new Uint8Array(4), 'k'))]),
+    );
+    assert.match(Buffer.from(noAuth.at(-1)?.body ?? []).toString(), /expected the auth after the hello/);
+
+    const badKey = encodeFrame(kOpSet, 2, Uint8Array.of(0xff, 0x7f, 1));
+    assert.match(Buffer.from((await rawSession(address, badKey)).at(-1)?.body ?? []).toString(), /bad store key length/);
 
     await survivor.set('still', Uint8Array.of(9));
     assert.deepEqual([...(await survivor.get('still', 1000))], [9]);
@@ -155,37 +204,104 @@ describe('TcpStore', () => {
     await survivor.close();
   });
 
-  it('survives 500 random and mutated inputs (bounded fuzz)', { timeout: 60_000 }, async () => {
+  it('survives 600 random and mutated inputs, before and after authentication (bounded fuzz)', { timeout: 60_000 }, async () => {
     let seed = 12345;
     const rand = (n: number) => {
       seed = (seed * 1103515245 + 12345) & 0x7fffffff;
       return seed % n;
     };
-    const valid = [
-      Buffer.concat([hello(), encodeFrame(kOpSet, 1, encodeKeyed(new Uint8Array(0), 'fuzz', Uint8Array.of(1, 2, 3)))]),
-      Buffer.concat([hello(), encodeFrame(kOpGet, 2, encodeKeyed(Uint8Array.of(50, 0, 0, 0), 'fuzz/wait'))]),
-      Buffer.concat([hello(), encodeFrame(0x04, 3, encodeKeyed(new Uint8Array(8), 'fuzz/count'))]),
+    const mutate = (valid: Buffer): Uint8Array => {
+      const base = Buffer.from(valid);
+      const flips = 1 + rand(4);
+      for (let f = 0; f < flips; f++) base[rand(base.length)] = rand(256);
+      return rand(4) === 0 ? base.subarray(0, rand(base.length)) : base;
+    };
+    const preAuth = [hello(), Buffer.concat([hello(), encodeFrame(kOpAuth, 0, new Uint8Array(32))])];
+    const requests = [
+      encodeFrame(kOpSet, 1, encodeKeyed(new Uint8Array(0), 'fuzz', Uint8Array.of(1, 2, 3))),
+      encodeFrame(kOpGet, 2, encodeKeyed(Uint8Array.of(50, 0, 0, 0), 'fuzz/wait')),
+      encodeFrame(0x04, 3, encodeKeyed(new Uint8Array(8), 'fuzz/count')),
     ];
-    const cases: Uint8Array[] = [];
-    for (let i = 0; i < 500; i++) {
-      if (i % 2 === 0) {
-        cases.push(Uint8Array.from({ length: 1 + rand(64) }, () => rand(256)));
-      } else {
-        const base = Buffer.from(valid[rand(valid.length)] as Buffer);
-        const flips = 1 + rand(4);
-        for (let f = 0; f < flips; f++) base[rand(base.length)] = rand(256);
-        cases.push(rand(4) === 0 ? base.subarray(0, rand(base.length)) : base);
-      }
+    const strangers: Uint8Array[] = [];
+    const sessions: Uint8Array[] = [];
+    for (let i = 0; i < 600; i++) {
+      if (i % 3 === 0) strangers.push(Uint8Array.from({ length: 1 + rand(64) }, () => rand(256)));
+      else if (i % 3 === 1) strangers.push(mutate(preAuth[rand(preAuth.length)] as Buffer));
+      else sessions.push(mutate(requests[rand(requests.length)] as Buffer));
     }
     const started = performance.now();
-    for (let i = 0; i < cases.length; i += 25) {
-      await Promise.all(cases.slice(i, i + 25).map((c) => rawExchange(address, c, 1500)));
+    for (let i = 0; i < strangers.length; i += 25) {
+      await Promise.all(strangers.slice(i, i + 25).map((c) => rawExchange(address, c, 1500)));
+    }
+    for (let i = 0; i < sessions.length; i += 25) {
+      await Promise.all(sessions.slice(i, i + 25).map((c) => rawSession(address, c, 1500)));
     }
     assert.ok(performance.now() - started < 50_000);
     const client = await connect(address);
     await client.set('after-fuzz', Uint8Array.of(1));
     assert.deepEqual([...(await client.get('after-fuzz', 1000))], [1]);
+    // No stranger got as far as a key.
+    await assert.rejects(client.get('fuzz/count', 0), TimeoutError);
     await client.close();
+  });
+
+  it('refuses a client with a wrong or no secret, and logs it; others go on', async () => {
+    const survivor = await connect(address);
+    const before = refusals.length;
+    for (const key of [new JobKey('not-the-secret'), new JobKey(undefined)]) {
+      await assert.rejects(
+        connect(address, 1000, key),
+        (e) => e instanceof ProtocolError && /could not prove it knows the job secret/.test(e.message),
+      );
+    }
+    // A client whose secret is wrong learns it from the server's proof and hangs up before
+    // proving anything. A client that sends a wrong proof anyway is refused and logged.
+    const nonce = Buffer.alloc(32, 1);
+    const frames = await new Promise<StoreFrame[]>((resolve) => {
+      const got: StoreFrame[] = [];
+      const reader = new StoreFrameReader(1 << 16);
+      const socket = net.connect(address.port, address.host);
+      socket.on('data', (chunk) =>
+        reader.push(chunk, (f) => {
+          got.push(f);
+          if (f.op === kOpHelloOk)
+            socket.write(encodeFrame(kOpAuth, 0, new JobKey('wrong').mac(kStoreClientLabel, nonce, f.body.subarray(0, 32))));
+        }),
+      );
+      socket.on('error', () => {});
+      socket.on('close', () => resolve(got));
+      socket.write(encodeFrame(kOpHello, 0, nonce));
+    });
+    assert.equal(frames.at(-1)?.op, kOpError);
+    assert.match(Buffer.from(frames.at(-1)?.body ?? []).toString(), /authentication failed: wrong or missing job secret/);
+    // All three are logged: the two clients that hung up, and the wrong proof.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const logged = refusals.slice(before);
+    assert.equal(
+      logged.filter((r) => /^127\.0\.0\.1:\d+: closed the connection before authenticating/.test(r)).length,
+      2,
+      logged.join('\n'),
+    );
+    assert.equal(logged.filter((r) => /^127\.0\.0\.1:\d+: authentication failed/.test(r)).length, 1, logged.join('\n'));
+    await survivor.set('still-here', Uint8Array.of(1));
+    assert.deepEqual([...(await survivor.get('still-here', 1000))], [1]);
+    await survivor.close();
+  });
+
+  it('drops a connection that does not authenticate in time', async () => {
+    const slow = new TcpStoreServer({ host: '127.0.0.1', port: 0, key: kKey, authTimeoutMs: 150 });
+    const where = await slow.listen();
+    try {
+      const started = performance.now();
+      // Connects and says nothing, the socket held open.
+      const socket = net.connect(where.port, where.host);
+      socket.on('error', () => {});
+      await new Promise((resolve) => socket.once('close', resolve));
+      const elapsed = performance.now() - started;
+      assert.ok(elapsed >= 140 && elapsed < 2000, `dropped after ${elapsed} ms`);
+    } finally {
+      await slow.close();
+    }
   });
 });
 
@@ -195,7 +311,7 @@ describe('TcpStoreClient connect', () => {
     const started = performance.now();
     const connecting = connect({ host: '127.0.0.1', port }, 5000);
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const late = new TcpStoreServer({ host: '127.0.0.1', port });
+    const late = new TcpStoreServer({ host: '127.0.0.1', port, key: kKey });
     await late.listen();
     const client = await connecting;
     assert.ok(performance.now() - started >= 290);
@@ -230,7 +346,7 @@ describe('TcpStoreClient connect', () => {
   });
 
   it('reports a server that closes while a get waits', async () => {
-    const server = new TcpStoreServer({ host: '127.0.0.1', port: 0 });
+    const server = new TcpStoreServer({ host: '127.0.0.1', port: 0, key: kKey });
     const address = await server.listen();
     const client = await connect(address);
     const pending = client.get('k', 5000);

@@ -9,7 +9,11 @@ export interface World {
   close(): Promise<void>;
 }
 
-export async function makeWorld(size: number, options: Partial<TcpTransportOptions> = {}): Promise<World> {
+/** `options` applies to every rank, or is chosen per rank. */
+export async function makeWorld(
+  size: number,
+  options: Partial<TcpTransportOptions> | ((rank: number) => Partial<TcpTransportOptions>) = {},
+): Promise<World> {
   const server = new TcpStoreServer({ host: '127.0.0.1', port: 0 });
   const address = await server.listen();
   const clients = await Promise.all(
@@ -20,7 +24,8 @@ export async function makeWorld(size: number, options: Partial<TcpTransportOptio
   );
   await Promise.all(clients.map((c) => c.close()));
   await server.close();
-  const transports = links.map((l, rank) => new TcpTransport(rank, size, l, { ioTimeoutMs: 10_000, ...options }));
+  const optionsOf = typeof options === 'function' ? options : () => options;
+  const transports = links.map((l, rank) => new TcpTransport(rank, size, l, { ioTimeoutMs: 10_000, ...optionsOf(rank) }));
   return {
     transports,
     links,

@@ -6,14 +6,20 @@
  *
  *   offset  size  field
  *   0       1     magic   kFrameMagic (0x52, 'R'): catches a desynchronised stream early
- *   1       1     kind    1 = data (matched by recv(peer, tag)), 2 = control (to onControl)
+ *   1       1     kind    1 = data (matched by recv(peer, tag)), 2 = control (to onControl),
+ *                         3 = link (the transport's own: heartbeat, failure notice, goodbye)
  *   2       2     flags   must be 0 (reserved for later use, e.g. compression)
- *   4       4     tag     u32 tag of a data frame; 0 for control frames
+ *   4       4     tag     u32 tag of a data frame; 0 for control frames; the message of a link frame
  *   8       4     length  u32 payload length in bytes (0 is legal)
  *
+ * Link frames (tag = message): kLinkHeartbeat (empty: "I am alive"), kLinkNotice (u32 rank,
+ * then a UTF-8 reason: "that rank failed, the job is broken"), kLinkBye (empty: "I am shutting
+ * down; my connections close next, and that is not a failure").
+ *
  * A header is refused (ProtocolError) when the magic, kind or flags are unknown, when a control
- * frame carries a tag, or when the length exceeds the limit for its kind: the receiver may
- * allocate a staging buffer of that length, so the limit is what bounds a garbage header.
+ * frame carries a tag, when a link frame has an unknown message or a payload it must not have,
+ * or when the length exceeds the limit for its kind: the receiver may allocate a staging buffer
+ * of that length, so the limit is what bounds a garbage header.
  */
 import { ProtocolError } from '../../api/errors.js';
 
@@ -21,6 +27,12 @@ export const kFrameMagic = 0x52;
 export const kHeaderBytes = 12;
 export const kKindData = 1;
 export const kKindControl = 2;
+export const kKindLink = 3;
+export const kLinkHeartbeat = 1;
+export const kLinkNotice = 2;
+export const kLinkBye = 3;
+/** A notice is a rank and a short reason. */
+export const kMaxLinkBytes = 1024;
 /** The largest u32: tags and lengths travel as u32. */
 export const kMaxU32 = 0xffff_ffff;
 /** Default limit of a data payload; the algorithms split larger tensors into segments. */
@@ -28,7 +40,7 @@ export const kDefaultMaxFrameBytes = 1024 * 1024 * 1024;
 /** Control messages are negotiation records: small. */
 export const kDefaultMaxControlBytes = 16 * 1024 * 1024;
 
-export type FrameKind = typeof kKindData | typeof kKindControl;
+export type FrameKind = typeof kKindData | typeof kKindControl | typeof kKindLink;
 
 export interface FrameHeader {
   kind: FrameKind;
@@ -75,6 +87,14 @@ export function decodeHeader(bytes: Uint8Array, offset: number, limits: FrameLim
     if (tag !== 0) throw new ProtocolError(`control frame with non-zero tag ${tag}`);
     if (length > limits.maxControlBytes) {
       throw new ProtocolError(`control frame of ${length} bytes exceeds the limit of ${limits.maxControlBytes}`);
+    }
+    return { kind, tag, length };
+  }
+  if (kind === kKindLink) {
+    if (
+      tag === kLinkNotice ? length < 4 || length > kMaxLinkBytes : (tag !== kLinkHeartbeat && tag !== kLinkBye) || length !== 0
+    ) {
+      throw new ProtocolError(`bad link frame: message ${tag} with ${length} bytes`);
     }
     return { kind, tag, length };
   }

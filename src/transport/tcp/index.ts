@@ -1,10 +1,24 @@
 /**
  * The TCP backend, assembled: rendezvous through the store (rank 0 hosts it), full-mesh
  * connect, then a TcpTransport over the sockets. One deadline (timeouts.connectMs) covers
- * reaching the store and completing the mesh.
+ * reaching the store and completing the mesh. Every connection, store and mesh, proves
+ * knowledge of the job secret; refused strangers are logged and the job goes on.
+ *
+ * Addresses. The data listener binds `bindHost` and is advertised as `advertiseHost`:
+ * - a network interface (RINGREDUCE_NETWORK_INTERFACE): its first IPv4 address, for both;
+ * - else an address (RINGREDUCE_ADDRESS): for both;
+ * - else, when the store is on a loopback address (a one-machine job): that address;
+ * - else: bind every interface and advertise the local address of our connection to the store,
+ *   i.e. the one that routes to rank 0. This never advertises a loopback address to a peer on
+ *   another host.
+ * Rank 0's store binds the store address itself when it is an IP address, and every interface
+ * when it is a host name (a name may resolve to 127.0.1.1 locally, where no peer can reach it).
  */
+import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { InvalidArgumentError } from '../../api/errors.js';
+import { interfaceAddress, isLoopback, isWildcard } from '../../rendezvous/addresses.js';
+import { JobKey } from '../../rendezvous/auth.js';
 import { connectMesh, destroyLinks, type PeerLink } from '../../rendezvous/mesh.js';
 import type { StoreAddress } from '../../rendezvous/store.js';
 import { TcpStoreClient, TcpStoreServer } from '../../rendezvous/tcp_store.js';
@@ -29,10 +43,18 @@ export interface TcpTransportConfig {
    * the local address of our connection to the store, i.e. the interface that routes to rank 0.
    */
   advertiseHost?: string;
+  /** Bind to and advertise this interface's IPv4 address (e.g. "eth0"); wins over bindHost. */
+  networkInterface?: string;
   /** Identifies the job in the handshake, so a stale process of another job is refused. */
   jobId: string;
+  /** The job secret (RINGREDUCE_SECRET); never logged, never sent. Unset: the empty key. */
+  secret?: string;
   timeouts: { connectMs: number; ioMs: number };
+  /** Heartbeat interval on idle links (liveness.ts); 0 turns heartbeats off. Default 0. */
+  heartbeatMs?: number;
   maxFrameBytes?: number;
+  /** Where refused connections and other link events are reported. */
+  log?: { warn(message: string): void; info(message: string): void };
 }
 
 export interface TcpTransportHandle {
@@ -44,21 +66,38 @@ export interface TcpTransportHandle {
 export async function createTcpTransport(config: TcpTransportConfig): Promise<TcpTransportHandle> {
   const { rank, size, storeAddress, jobId, timeouts } = config;
   if (!(timeouts.connectMs > 0)) throw new InvalidArgumentError(`timeouts.connectMs must be positive, got ${timeouts.connectMs}`);
-  const transportOptions = { ioTimeoutMs: timeouts.ioMs, maxFrameBytes: config.maxFrameBytes };
+  const transportOptions = {
+    ioTimeoutMs: timeouts.ioMs,
+    maxFrameBytes: config.maxFrameBytes,
+    shareFate: true,
+    heartbeatMs: config.heartbeatMs ?? 0,
+  };
   if (size === 1) return handle(new TcpTransport(rank, size, [], transportOptions), null);
 
   const deadline = performance.now() + timeouts.connectMs;
-  const bindHost = config.bindHost ?? (isLoopback(storeAddress.host) ? storeAddress.host : '0.0.0.0');
+  const nic = config.networkInterface === undefined ? undefined : interfaceAddress(config.networkInterface);
+  const bindHost = nic ?? config.bindHost ?? (isLoopback(storeAddress.host) ? storeAddress.host : '0.0.0.0');
+  const key = new JobKey(config.secret);
+  const log = config.log;
+  if (!key.authenticated && rank === 0) {
+    log?.warn('RINGREDUCE_SECRET is not set: connections are not authenticated (ringrun sets it; see docs/env.md)');
+  }
   let server: TcpStoreServer | null = null;
   let client: TcpStoreClient | null = null;
   let links: PeerLink[] = [];
   try {
     if (config.hostStore) {
-      server = new TcpStoreServer({ host: bindHost, port: storeAddress.port });
+      server = new TcpStoreServer({
+        host: storeBindHost(storeAddress.host),
+        port: storeAddress.port,
+        key,
+        onRefused: (remote, reason) => log?.warn(`store: refused a connection from ${remote}: ${reason}`),
+        onProtocolError: (error, remote) => log?.warn(`store: closed a connection from ${remote}: ${error.message}`),
+      });
       await server.listen();
     }
-    client = await TcpStoreClient.connect({ ...storeAddress, connectTimeoutMs: timeouts.connectMs });
-    const advertiseHost = config.advertiseHost ?? (isWildcard(bindHost) ? client.localAddress : bindHost);
+    client = await TcpStoreClient.connect({ ...storeAddress, connectTimeoutMs: timeouts.connectMs, key });
+    const advertiseHost = nic ?? config.advertiseHost ?? (isWildcard(bindHost) ? client.localAddress : bindHost);
     if (!advertiseHost) throw new InvalidArgumentError('could not determine advertiseHost; pass it explicitly');
     links = await connectMesh({
       store: client,
@@ -67,6 +106,8 @@ export async function createTcpTransport(config: TcpTransportConfig): Promise<Tc
       host: bindHost,
       advertiseHost,
       jobId,
+      key,
+      onRefused: (remote, reason) => log?.warn(`mesh: refused a connection from ${remote}: ${reason}`),
       timeoutMs: Math.max(1, deadline - performance.now()),
     });
     await client.close();
@@ -90,10 +131,7 @@ function handle(transport: TcpTransport, server: TcpStoreServer | null): TcpTran
   };
 }
 
-function isWildcard(host: string): boolean {
-  return host === '0.0.0.0' || host === '::' || host === '';
-}
-
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host.startsWith('127.');
+function storeBindHost(host: string): string {
+  if (isIP(host) !== 0) return host;
+  return isLoopback(host) ? '127.0.0.1' : '0.0.0.0';
 }

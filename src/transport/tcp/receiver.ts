@@ -21,7 +21,7 @@
 import { performance } from 'node:perf_hooks';
 import { ProtocolError } from '../../api/errors.js';
 import type { ReadSink } from '../../rendezvous/read_port.js';
-import { decodeHeader, type FrameHeader, type FrameLimits, kHeaderBytes, kKindControl } from './framing.js';
+import { decodeHeader, type FrameHeader, type FrameLimits, kHeaderBytes, kKindData, kKindLink } from './framing.js';
 import { Fifo, type PendingOp } from './pending_op.js';
 
 const kStageBytes = 64 * 1024;
@@ -35,7 +35,9 @@ interface PostedRecv {
 }
 
 interface Inbound {
+  /** Not data: assembled in its own buffer and handed to onControl, or to onLink when `link`. */
   control: boolean;
+  link: boolean;
   tag: number;
   length: number;
   received: number;
@@ -56,6 +58,8 @@ export interface ReceiverHooks {
   /** Names the link in error messages: "rank 2 (10.0.0.2:4711)". */
   who: string;
   onControl(payload: Uint8Array): void;
+  /** A link frame of the transport itself (framing.ts): its message and payload. */
+  onLink(message: number, payload: Uint8Array): void;
   /** A malformed frame: the link is broken. */
   onViolation(error: ProtocolError): void;
 }
@@ -72,6 +76,8 @@ export interface ReceiveStats {
 
 export class PeerReceiver implements ReadSink {
   readonly stats: ReceiveStats = { zeroCopyBytes: 0, copiedBytes: 0, stagedBytes: 0 };
+  /** Reads so far: the liveness check only needs to see it move. */
+  reads = 0;
   private readonly stage = new Uint8Array(kStageBytes);
   private end = 0;
   private cur: Inbound | null = null;
@@ -99,6 +105,7 @@ export class PeerReceiver implements ReadSink {
 
   onRead(nread: number, buf: Uint8Array): boolean {
     if (this.dead) return false;
+    this.reads++;
     try {
       if (buf !== this.handed) this.ingestForeign(buf.subarray(0, nread));
       else if (this.handedDest !== null) this.landedDirect(nread, buf);
@@ -218,7 +225,8 @@ export class PeerReceiver implements ReadSink {
 
   private begin(header: FrameHeader): void {
     const inbound: Inbound = {
-      control: header.kind === kKindControl,
+      control: header.kind !== kKindData,
+      link: header.kind === kKindLink,
       tag: header.tag,
       length: header.length,
       received: 0,
@@ -253,7 +261,8 @@ export class PeerReceiver implements ReadSink {
     if (cur.recv !== null) cur.recv.op.lastProgress = performance.now();
     if (cur.received < cur.length) return;
     this.cur = null;
-    if (cur.control) this.hooks.onControl(cur.staged as Uint8Array);
+    if (cur.link) this.hooks.onLink(cur.tag, cur.staged as Uint8Array);
+    else if (cur.control) this.hooks.onControl(cur.staged as Uint8Array);
     else if (cur.recv !== null) cur.recv.op.resolve();
     // An unmatched data message now waits, complete, in its tag's arrived queue.
   }

@@ -12,12 +12,14 @@
 
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { encodeHeader, type FrameKind, kHeaderBytes } from './framing.js';
+import { encodeHeader, type FrameKind, kHeaderBytes, kKindLink } from './framing.js';
 import { Fifo, type PendingOp } from './pending_op.js';
 
 export class PeerSender {
   /** Unresolved ops in write order; write callbacks run in that order too. */
   private readonly inflight = new Fifo<PendingOp>();
+  /** Frames written so far: the heartbeat only needs to see whether it moved. */
+  frames = 0;
 
   constructor(
     private readonly socket: net.Socket,
@@ -27,6 +29,7 @@ export class PeerSender {
   send(kind: FrameKind, tag: number, payload: Uint8Array, op: PendingOp): void {
     const header = Buffer.allocUnsafe(kHeaderBytes);
     encodeHeader(kind, tag, payload.byteLength, header);
+    this.frames++;
     if (this.inflight.length === 0) op.lastProgress = performance.now();
     this.inflight.push(op);
     const done = (error?: Error | null) => this.done(op, error);
@@ -38,6 +41,24 @@ export class PeerSender {
     this.socket.write(header);
     this.socket.write(payload, done);
     this.socket.uncork();
+  }
+
+  /**
+   * Writes a link frame of the transport itself (heartbeat, notice, goodbye): no op, no
+   * completion; a write error shows up on the socket like any other.
+   */
+  sendLink(message: number, payload: Uint8Array = new Uint8Array(0)): void {
+    if (this.socket.destroyed || this.socket.writableEnded) return;
+    const frame = Buffer.allocUnsafe(kHeaderBytes + payload.byteLength);
+    encodeHeader(kKindLink, message, payload.byteLength, frame);
+    frame.set(payload, kHeaderBytes);
+    this.frames++;
+    this.socket.write(frame);
+  }
+
+  /** Bytes handed to the socket that the kernel has not taken yet. */
+  get backlog(): number {
+    return this.socket.writableLength;
   }
 
   /** Rejects every unresolved send. */

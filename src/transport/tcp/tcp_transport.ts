@@ -15,22 +15,42 @@
  * once but the receive side drains up to its end (at most kDrainGraceMs) before the peer
  * fails, so that last message is not lost.
  *
- * Deadlines: one watchdog timer per transport, armed only while ops are pending, scans the
- * ops' progress stamps (set by the receiver per read and by the sender per completed write)
- * and re-arms for the next due time. An op with no progress for ioTimeoutMs rejects with
- * TimeoutError, and the link to that peer is then torn down like a failure: the stream position
- * is unknown, and a torn-down socket can no longer write into a buffer whose recv has already
- * rejected.
+ * Deadlines (watchdog.ts): an op with no progress for ioTimeoutMs rejects with TimeoutError,
+ * and the link to that peer is then torn down like a failure: the stream position is unknown,
+ * and a torn-down socket can no longer write into a buffer whose recv has already rejected.
+ * With heartbeats on (liveness.ts), silent peers are found while idle too, and a recv from a
+ * peer that is still heard from is given more time, so that the rank that is really stuck is
+ * detected, and named, first.
+ *
+ * Shared fate (option `shareFate`, what a job wants: a collective needs every rank): the first
+ * peer failure breaks the whole transport. Every pending and future op, with any peer, rejects
+ * with the PeerFailureError naming that first rank, and a notice (framing.ts) tells every other
+ * peer, which breaks the same way, naming the same rank: no rank waits for a peer that is
+ * itself waiting for the dead one. A clean `close()` sends a goodbye first, so peers see a
+ * departure, not a failure, and pass nothing on.
  */
 import type net from 'node:net';
-import { performance } from 'node:perf_hooks';
 import { InvalidArgumentError, PeerFailureError, ShutdownError, TimeoutError } from '../../api/errors.js';
 import type { PeerLink } from '../../rendezvous/mesh.js';
 import type { ControlHandler, PeerFailureHandler, Transport } from '../transport.js';
-import { type FrameLimits, kDefaultMaxControlBytes, kDefaultMaxFrameBytes, kKindControl, kKindData, kMaxU32 } from './framing.js';
+import {
+  type FrameLimits,
+  kDefaultMaxControlBytes,
+  kDefaultMaxFrameBytes,
+  kKindControl,
+  kKindData,
+  kLinkBye,
+  kLinkHeartbeat,
+  kLinkNotice,
+  kMaxU32,
+} from './framing.js';
+import { Liveness } from './liveness.js';
+import { decodeNotice, encodeNotice } from './notice.js';
 import { type OpKind, type PendingOp, startOp } from './pending_op.js';
 import { PeerReceiver, type ReceiveStats } from './receiver.js';
 import { PeerSender } from './sender.js';
+import { describeError, destroyAndWait, flushed, watch } from './sockets.js';
+import { Watchdog } from './watchdog.js';
 
 export interface TcpTransportOptions {
   /** A send or recv with no progress for this long rejects with TimeoutError. */
@@ -38,6 +58,13 @@ export interface TcpTransportOptions {
   /** Largest data message (bounds what a peer's header can make us allocate). */
   maxFrameBytes?: number;
   maxControlBytes?: number;
+  /** One peer's failure breaks every link, and the other peers are told (see above). Default false. */
+  shareFate?: boolean;
+  /**
+   * Heartbeat interval (liveness.ts); 0 or unset: none. The silence limit is ioTimeoutMs, so
+   * the interval is capped at a third of it.
+   */
+  heartbeatMs?: number;
 }
 
 interface Peer {
@@ -59,11 +86,16 @@ export class TcpTransport implements Transport {
   private readonly pending = new Set<PendingOp>();
   private readonly limits: FrameLimits;
   private readonly ioTimeoutMs: number;
-  private watchdog: NodeJS.Timeout | null = null;
+  private readonly watchdog: Watchdog;
   private controlHandler: ControlHandler | null = null;
   private readonly earlyControl: [number, Uint8Array][] = [];
   private readonly failureHandlers: PeerFailureHandler[] = [];
   private closing: Promise<void> | null = null;
+  private readonly shareFate: boolean;
+  /** Set once a failure broke the whole transport (shareFate). */
+  private broken: PeerFailureError | null = null;
+  private readonly liveness: Liveness | null = null;
+  private readonly heartbeatMs: number;
 
   constructor(
     readonly rank: number,
@@ -77,11 +109,45 @@ export class TcpTransport implements Transport {
       maxFrameBytes: Math.min(options.maxFrameBytes ?? kDefaultMaxFrameBytes, kMaxU32),
       maxControlBytes: Math.min(options.maxControlBytes ?? kDefaultMaxControlBytes, kMaxU32),
     };
+    this.shareFate = options.shareFate ?? false;
+    this.heartbeatMs = Math.min(options.heartbeatMs ?? 0, Math.max(1, Math.floor(this.ioTimeoutMs / 3)));
     this.peers = new Array(size).fill(undefined);
     for (const link of links) this.peers[link.peer] = this.attach(link);
     for (let p = 0; p < size; p++) {
       if (p !== rank && this.peers[p] === undefined) throw new InvalidArgumentError(`no link for peer rank ${p}`);
     }
+    if (this.heartbeatMs > 0 && size > 1) {
+      this.liveness = new Liveness({
+        rank,
+        size,
+        intervalMs: this.heartbeatMs,
+        silenceMs: this.ioTimeoutMs,
+        links: this.peers.map(
+          (p) =>
+            p && {
+              reads: () => p.receiver.reads,
+              frames: () => p.sender.frames,
+              backlog: () => p.sender.backlog,
+              sendHeartbeat: () => p.sender.sendLink(kLinkHeartbeat),
+              usable: () => p.failure === null && p.sendFailure === null,
+            },
+        ),
+        busy: () => this.pending.size > 0,
+        onSilent: (peer, silentMs) =>
+          this.failPeer(
+            peer,
+            `sent nothing for ${silentMs} ms, not even a heartbeat: the process is stopped or hung, its host is down, or the network is cut`,
+          ),
+      });
+    }
+    const liveness = this.liveness;
+    this.watchdog = new Watchdog({
+      ioTimeoutMs: this.ioTimeoutMs,
+      pending: this.pending,
+      heardSince: liveness === null ? null : (peer, since) => liveness.heardSince(peer, since),
+      recheckMs: Math.max(1, this.heartbeatMs),
+      onExpired: (op, idleMs) => this.expire(op, idleMs),
+    });
   }
 
   send(peer: number, tag: number, data: Uint8Array): Promise<void> {
@@ -151,7 +217,7 @@ export class TcpTransport implements Transport {
     if (failure) return Promise.reject(failure);
     const [op, promise] = startOp(kind, peer, tag, this.pending);
     go(p, op);
-    if (this.watchdog === null && !op.done) this.arm(this.ioTimeoutMs);
+    if (!op.done) this.watchdog.ensure();
     return promise;
   }
 
@@ -165,9 +231,10 @@ export class TcpTransport implements Transport {
         limits: this.limits,
         who,
         onControl: (payload) => this.deliverControl(link.peer, payload),
+        onLink: (message, payload) => this.onLink(link.peer, message, payload),
         onViolation: (error) => fail(`sent a malformed frame: ${error.message}`),
       }),
-      sender: new PeerSender(link.sendSocket, (error) => fail(`write failed: ${describe(error)}`)),
+      sender: new PeerSender(link.sendSocket, (error) => fail(`write failed: ${describeError(error)}`)),
       failure: null,
       sendFailure: null,
       drainTimer: null,
@@ -197,22 +264,71 @@ export class TcpTransport implements Transport {
   private failPeer(peer: number, cause: string): void {
     const p = this.peers[peer];
     if (p === undefined || p.failure || this.closing) return;
-    if (p.drainTimer) clearTimeout(p.drainTimer);
     const failure = p.sendFailure ?? new PeerFailureError(`${p.who}: ${cause}`, peer);
+    this.markFailed(p, failure, true);
+    if (this.shareFate) this.breakAll(peer, failure, cause);
+  }
+
+  /** Fails one peer's link: its pending ops reject, its handlers run; `destroy` closes its sockets. */
+  private markFailed(p: Peer, failure: PeerFailureError, destroy: boolean): void {
+    if (p.drainTimer) clearTimeout(p.drainTimer);
     p.failure = failure;
     p.receiver.fail(failure);
     p.sender.fail(failure);
-    p.link.recvSocket.destroy();
-    p.link.sendSocket.destroy();
+    if (destroy) {
+      p.link.recvSocket.destroy();
+      p.link.sendSocket.destroy();
+    }
     for (const handler of this.failureHandlers) {
       try {
-        handler(peer, failure);
+        handler(p.link.peer, failure);
       } catch (error) {
         queueMicrotask(() => {
           throw error;
         });
       }
     }
+  }
+
+  /**
+   * Shared fate: tells every other peer that `culprit` failed, then fails every link with the
+   * same error. The other links stay open (a notice must not be cut off, and the peers are
+   * breaking too); close() releases them.
+   */
+  private breakAll(culprit: number, failure: PeerFailureError, cause: string): void {
+    if (this.broken || this.closing) return;
+    this.broken = failure;
+    this.liveness?.stop();
+    const notice = encodeNotice(culprit, cause);
+    for (const p of this.peers) if (p && !p.failure && !p.sendFailure) p.sender.sendLink(kLinkNotice, notice);
+    for (const p of this.peers) if (p && !p.failure) this.markFailed(p, failure, false);
+  }
+
+  private onLink(from: number, message: number, payload: Uint8Array): void {
+    const p = this.peers[from] as Peer;
+    if (message === kLinkBye) {
+      // A departure, not a failure: nothing is passed on. Whole messages stay claimable.
+      if (!p.failure && !this.closing)
+        this.markFailed(p, new PeerFailureError(`${p.who} has shut down (left the job)`, from), true);
+      return;
+    }
+    if (message !== kLinkNotice || !this.shareFate || this.broken || this.closing) return; // heartbeat: reads already counted
+    let notice: { rank: number; reason: string };
+    try {
+      notice = decodeNotice(payload, this.size);
+    } catch (error) {
+      this.failPeer(from, `sent a malformed notice: ${(error as Error).message}`);
+      return;
+    }
+    const { rank, reason } = notice;
+    if (rank === this.rank) {
+      this.failPeer(from, `declared this rank failed (${reason}); the job is broken`);
+      return;
+    }
+    const culprit = this.peers[rank] as Peer;
+    const failure = new PeerFailureError(`rank ${rank} failed: ${reason} (reported by rank ${from})`, rank);
+    if (!culprit.failure) this.markFailed(culprit, failure, true);
+    this.breakAll(rank, failure, reason);
   }
 
   private deliverControl(peer: number, payload: Uint8Array): void {
@@ -231,63 +347,38 @@ export class TcpTransport implements Transport {
     }
   }
 
-  private arm(ms: number): void {
-    this.watchdog = setTimeout(() => this.check(), Math.max(1, Math.ceil(ms)));
-  }
-
-  private check(): void {
-    this.watchdog = null;
-    const now = performance.now();
-    const expired = [...this.pending].filter((op) => now - op.lastProgress >= this.ioTimeoutMs);
-    for (const op of expired) {
-      if (op.done) continue; // settled by the failure of an op expired before it
-      const p = this.peers[op.peer] as Peer;
-      const what =
-        op.kind === 'recv'
-          ? `recv from ${p.who} with tag ${op.tag}`
-          : op.kind === 'send'
-            ? `send to ${p.who} with tag ${op.tag}`
-            : `control message to ${p.who}`;
-      op.reject(new TimeoutError(`${what} made no progress for ${this.ioTimeoutMs} ms`));
-      this.failPeer(op.peer, `link torn down after a ${op.kind} timed out (no progress for ${this.ioTimeoutMs} ms)`);
-    }
-    let next = Number.POSITIVE_INFINITY;
-    for (const op of this.pending) next = Math.min(next, op.lastProgress + this.ioTimeoutMs);
-    if (next !== Number.POSITIVE_INFINITY && !this.closing) this.arm(next - now);
+  private expire(op: PendingOp, idleMs: number): void {
+    const p = this.peers[op.peer] as Peer;
+    const what =
+      op.kind === 'recv'
+        ? `recv from ${p.who} with tag ${op.tag}`
+        : op.kind === 'send'
+          ? `send to ${p.who} with tag ${op.tag}`
+          : `control message to ${p.who}`;
+    op.reject(new TimeoutError(`${what} made no progress for ${this.ioTimeoutMs} ms`));
+    this.failPeer(op.peer, `link torn down after a ${op.kind} timed out (no progress for ${Math.round(idleMs)} ms)`);
   }
 
   private async shutdown(): Promise<void> {
-    if (this.watchdog) clearTimeout(this.watchdog);
-    this.watchdog = null;
+    this.watchdog.stop();
+    this.liveness?.stop();
     const error = new ShutdownError(`transport of rank ${this.rank} was closed`);
     const sockets: net.Socket[] = [];
+    const byes: Promise<void>[] = [];
     for (const p of this.peers) {
       if (p === undefined) continue;
       if (p.drainTimer) clearTimeout(p.drainTimer);
+      // A goodbye behind whatever was already written: the peer sees us leave, not fail.
+      if (!this.broken && !p.failure && !p.sendFailure) {
+        p.sender.sendLink(kLinkBye);
+        byes.push(flushed(p.link.sendSocket));
+      }
       p.receiver.fail(error);
       p.sender.fail(error);
       sockets.push(p.link.recvSocket, p.link.sendSocket);
     }
     for (const op of [...this.pending]) op.reject(error);
+    await Promise.all(byes);
     await Promise.all(sockets.map(destroyAndWait));
   }
-}
-
-function watch(socket: net.Socket, role: 'receive' | 'send', fail: (cause: string) => void): void {
-  socket.on('error', (error) => fail(`connection failed: ${describe(error)} [${role} link]`));
-  socket.on('end', () => fail(`closed the connection [${role} link]`));
-  socket.on('close', () => fail(`connection closed [${role} link]`));
-}
-
-function describe(error: Error): string {
-  const code = (error as NodeJS.ErrnoException).code;
-  return code ? `${code} (${error.message})` : error.message;
-}
-
-function destroyAndWait(socket: net.Socket): Promise<void> {
-  if (socket.closed) return Promise.resolve();
-  return new Promise((resolve) => {
-    socket.once('close', () => resolve());
-    socket.destroy();
-  });
 }

@@ -1,20 +1,23 @@
 /**
- * Runs the N ranks of a job on this machine and watches them.
+ * Runs the N ranks of a job, on this machine and over ssh, and watches them.
+ *
+ * Start-up: every rank must be running within `startTimeoutMs` (a local rank is at once; a
+ * remote one once its bootstrap says so, remote_shell.ts), or the job fails naming the ranks
+ * that did not start, with their last lines (usually ssh's error).
  *
  * Fail fast: the first rank that exits non-zero, dies by a signal or cannot start fails the
- * job. The launcher then stops the others (SIGTERM to each rank's process group, SIGKILL to
- * whatever still runs after the grace period), waits for them and reports that first failure.
- * An interrupt (SIGINT/SIGTERM/SIGHUP to the launcher) stops every rank the same way; a
- * second interrupt sends SIGKILL at once. SIGTERM rather than the signal received, because a
- * non-interactive shell starts background commands with SIGINT ignored: a forwarded SIGINT
- * would leave `sh -c 'a & b'` ranks running until the SIGKILL. When every
- * rank has exited, processes they left in their groups are stopped too: no process outlives
- * the job.
+ * job. The launcher then stops the others (SIGTERM to each local rank's process group, stdin
+ * EOF to each remote rank's session; SIGKILL to whatever still runs after the grace period),
+ * waits for them and reports that first failure. An interrupt (SIGINT/SIGTERM/SIGHUP to the
+ * launcher) stops every rank the same way; a second interrupt kills at once. SIGTERM rather
+ * than the signal received, because a non-interactive shell starts background commands with
+ * SIGINT ignored: a forwarded SIGINT would leave `sh -c 'a & b'` ranks running until the
+ * SIGKILL. When every rank has exited, processes they left in their groups are stopped too:
+ * no process outlives the job.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type JobContract, localPlacements, rankEnv } from './env_contract.js';
 import { describeExit, failed, failureExitCode, signalExitCode } from './failure_report.js';
-import { type RankExit, RankProcess, type RankSinks } from './rank_process.js';
+import { type RankExit, RankProcess, type RankSpec } from './rank_process.js';
 
 const kDefaultKillGraceMs = 3000;
 /** After SIGKILL, how long to wait before giving up on a process (stuck in the kernel). */
@@ -22,23 +25,21 @@ const kKillWaitMs = 2000;
 /** How long output may still arrive after a rank's group is gone. */
 const kDrainMs = 1000;
 const kPollMs = 50;
-const kDefaultTailLines = 10;
+/** ringrun's exit code when ranks did not start in time, as timeout(1)'s. */
+export const kStartTimeoutExitCode = 124;
 
-export interface LocalJobOptions {
-  command: string;
-  args: readonly string[];
-  /** The job; its size is the number of ranks started. */
-  job: JobContract;
-  /** The environment every rank inherits before the contract is written over it. */
-  baseEnv: NodeJS.ProcessEnv;
-  /** Where rank `rank`'s output goes. */
-  sinks(rank: number): RankSinks;
+export interface JobOptions {
+  /** One spec per rank, in rank order. */
+  ranks: readonly RankSpec[];
+  /** Every rank must be running by then. */
+  startTimeoutMs: number;
   /** The launcher's own messages. */
   log(message: string): void;
   /** Messages shown with --verbose only. */
   debug(message: string): void;
+  /** Called each time a rank starts running. */
+  onStarted?(started: number): void;
   killGraceMs?: number;
-  tailLines?: number;
 }
 
 export interface JobOutcome {
@@ -46,37 +47,43 @@ export interface JobOutcome {
   exitCode: number;
   /** The first rank that failed, with its last lines of output. */
   failure?: { exit: RankExit; lastLines: string[] };
+  /** Ranks that had not started at the start-up deadline, with their last lines. */
+  notStarted?: { rank: number; host: string | undefined; lastLines: string[] }[];
   /** The signal that interrupted the launcher, when one did before any rank failed. */
   interruptedBy?: NodeJS.Signals;
   exits: RankExit[];
-  /** Ranks whose process group still had processes after SIGKILL (stuck in the kernel). */
+  /** Ranks whose processes still ran after SIGKILL (stuck in the kernel). */
   survivors: number[];
 }
 
-export class LocalJob {
+export class Job {
   readonly finished: Promise<JobOutcome>;
   private readonly ranks: RankProcess[];
   private readonly killGraceMs: number;
   private failure: JobOutcome['failure'];
+  private notStarted: JobOutcome['notStarted'];
   private interruptedBy: NodeJS.Signals | undefined;
   private stopping: Promise<void> | undefined;
   private survivors: number[] = [];
+  private startTimer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly options: LocalJobOptions) {
+  constructor(private readonly options: JobOptions) {
     this.killGraceMs = options.killGraceMs ?? kDefaultKillGraceMs;
-    const tailLines = options.tailLines ?? kDefaultTailLines;
-    this.ranks = localPlacements(options.job.size).map((placement) => {
-      const rank = new RankProcess({
-        rank: placement.rank,
-        command: options.command,
-        args: options.args,
-        env: rankEnv(options.baseEnv, options.job, placement),
-        sinks: options.sinks(placement.rank),
-        tailLines,
-      });
-      options.debug(`rank ${placement.rank} started, pid ${rank.pid ?? '(none)'}`);
+    this.ranks = options.ranks.map((spec) => {
+      const rank = new RankProcess(spec);
+      const where = spec.remote ? ` on ${spec.remote.host}` : '';
+      options.debug(`rank ${spec.rank}${where} spawned, pid ${rank.pid ?? '(none)'}`);
       return rank;
     });
+    let started = 0;
+    for (const rank of this.ranks) {
+      void rank.started.then(() => {
+        started++;
+        options.onStarted?.(started);
+        if (started === this.ranks.length) clearTimeout(this.startTimer);
+      });
+    }
+    this.startTimer = setTimeout(() => this.onStartTimeout(), options.startTimeoutMs);
     this.finished = this.run();
   }
 
@@ -84,60 +91,77 @@ export class LocalJob {
   interrupt(signal: NodeJS.Signals): void {
     if (this.stopping !== undefined) {
       this.options.log(`${signal} again: killing every rank now`);
-      for (const rank of this.ranks) rank.signal('SIGKILL');
+      for (const rank of this.ranks) rank.stop('SIGKILL');
       return;
     }
     this.interruptedBy = signal;
     this.options.log(`received ${signal}: stopping ${plural(this.ranks.length, 'rank')}`);
-    void this.stop('SIGTERM');
+    void this.stop();
   }
 
   private async run(): Promise<JobOutcome> {
     const exits = await Promise.all(this.ranks.map((rank) => rank.exited.then((exit) => this.onExit(exit))));
+    clearTimeout(this.startTimer);
     if (this.stopping === undefined && this.ranks.some((rank) => rank.alive())) {
       const left = this.ranks.filter((rank) => rank.alive());
       this.options.debug(`${rankList(left)} left processes in their process group; stopping them`);
-      void this.stop('SIGTERM');
+      void this.stop();
     }
     await this.stopping;
     await Promise.all(this.ranks.map((rank) => rank.drain(kDrainMs)));
     return {
       exitCode: this.exitCode(),
       ...(this.failure !== undefined && { failure: this.failure }),
+      ...(this.notStarted !== undefined && { notStarted: this.notStarted }),
       ...(this.interruptedBy !== undefined && { interruptedBy: this.interruptedBy }),
       exits,
       survivors: this.survivors,
     };
   }
 
+  private onStartTimeout(): void {
+    const late = this.ranks.filter((rank) => !rank.hasStarted && rank.alive());
+    if (late.length === 0 || this.stopping !== undefined) return;
+    this.notStarted = late.map((rank) => ({ rank: rank.rank, host: rank.host, lastLines: rank.lastLines() }));
+    this.options.log(
+      `${rankList(late)} did not start within ${this.options.startTimeoutMs} ms (--start-timeout); stopping the job`,
+    );
+    void this.stop();
+  }
+
   private onExit(exit: RankExit): RankExit {
     if (this.stopping !== undefined || !failed(exit)) {
       this.options.debug(`rank ${exit.rank} ${describeExit(exit)}`);
-    } else {
-      const rank = this.ranks[exit.rank];
-      this.failure = { exit, lastLines: rank?.lastLines() ?? [] };
-      const others = this.ranks.filter((r) => r !== rank && r.alive()).length;
-      const stopping = others > 0 ? `; stopping the other ${plural(others, 'rank')}` : '';
-      this.options.log(`rank ${exit.rank} ${describeExit(exit)}${stopping}`);
-      void this.stop('SIGTERM');
+      return exit;
     }
+    const rank = this.ranks[exit.rank];
+    this.failure = { exit, lastLines: rank?.lastLines() ?? [] };
+    const others = this.ranks.filter((r) => r !== rank && r.alive());
+    const stopping = others.length > 0 ? `; stopping the other ${plural(others.length, 'rank')}` : '';
+    this.options.log(`rank ${exit.rank} ${describeExit(exit)}${stopping}`);
+    for (const other of others) {
+      if (other.isStopped()) this.options.log(`rank ${other.rank} (pid ${other.pid}) is stopped (SIGSTOP or a debugger)`);
+    }
+    void this.stop();
     return exit;
   }
 
   private exitCode(): number {
     if (this.failure !== undefined) return failureExitCode(this.failure.exit);
+    if (this.notStarted !== undefined) return kStartTimeoutExitCode;
     if (this.interruptedBy !== undefined) return signalExitCode(this.interruptedBy);
     return 0;
   }
 
-  /** Signals every rank's group, then SIGKILLs what still runs after the grace period. */
-  private stop(signal: NodeJS.Signals): Promise<void> {
+  /** Stops every rank gracefully, then kills what still runs after the grace period. */
+  private stop(): Promise<void> {
     this.stopping ??= (async () => {
-      for (const rank of this.ranks) rank.signal(signal);
+      clearTimeout(this.startTimer);
+      for (const rank of this.ranks) rank.stop('SIGTERM');
       if (await this.allGone(this.killGraceMs)) return;
       const stubborn = this.ranks.filter((rank) => rank.alive());
       this.options.log(`${rankList(stubborn)} still running after ${this.killGraceMs} ms; sending SIGKILL`);
-      for (const rank of stubborn) rank.signal('SIGKILL');
+      for (const rank of stubborn) rank.stop('SIGKILL');
       if (await this.allGone(kKillWaitMs)) return;
       const survivors = this.ranks.filter((rank) => rank.alive());
       this.survivors = survivors.map((rank) => rank.rank);

@@ -1,0 +1,272 @@
+/**
+ * Glue between the parsed command line and a Job: places the ranks on the hosts, chooses the
+ * store address and port, makes the job's id and secret, builds each rank's environment (local)
+ * or ssh session (remote), opens the log files, shows progress, forwards interrupts and prints
+ * the final report. Process-wide things (signal handlers, stdout) come in through RunIo so this
+ * stays testable.
+ */
+import { randomBytes, randomInt } from 'node:crypto';
+import { createSocket } from 'node:dgram';
+import { isIP } from 'node:net';
+import { hostname } from 'node:os';
+import { InvalidArgumentError } from '../api/errors.js';
+import { interfaceAddress } from '../rendezvous/addresses.js';
+import type { LaunchConfig } from './cli.js';
+import { contractEnv, formatHostPort, type JobContract, kLocalAddress, newJobId, newSecret } from './env_contract.js';
+import { failureReport, notStartedReport, signalExitCode } from './failure_report.js';
+import { findFreePort } from './free_port.js';
+import { isLocalHost } from './hosts.js';
+import { Job } from './job.js';
+import { type PlacedRank, placeRanks } from './placement.js';
+import { Progress } from './progress.js';
+import { RankLogFiles } from './rank_log_files.js';
+import type { RankSinks, RankSpec } from './rank_process.js';
+import { remoteScript, sshArgv } from './remote_shell.js';
+import { watchStore } from './store_watch.js';
+
+export interface RunIo {
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  stderrIsTty: boolean;
+  stdout(text: string): void;
+  stderr(text: string): void;
+  log(message: string): void;
+  debug(message: string): void;
+  /** Calls `handler` on every interrupt until the returned function is called. */
+  onInterrupt(handler: (signal: NodeJS.Signals) => void): () => void;
+}
+
+const kDefaultStartTimeoutMs = 30_000;
+/** A remote rank 0's store port, when not given: below Linux's ephemeral range (32768+). */
+const kRemotePortRange = [20_000, 32_000] as const;
+
+export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
+  let placed: PlacedRank[];
+  let extraEnv: Record<string, string>;
+  try {
+    placed = config.hosts === undefined ? localRanks(config.np) : placeRanks(config.np, config.hosts, isLocalHost);
+    extraEnv = forwardedEnv(config, io.env);
+  } catch (error) {
+    if (!(error instanceof InvalidArgumentError)) throw error;
+    io.log(error.message);
+    return 2;
+  }
+  const hostsUsed = [...new Set(placed.map((p) => p.host))];
+  if (config.address !== undefined && hostsUsed.length > 1) {
+    io.log('--address names one address, for a job on one host; use --network-interface for several hosts');
+    return 2;
+  }
+  // Before the signal handlers go in: until then a signal still ends ringrun the default way.
+  let logs: RankLogFiles | undefined;
+  if (config.outputDir !== undefined) {
+    try {
+      logs = new RankLogFiles(config.outputDir, config.np, io.log);
+    } catch (error) {
+      io.log(`--output-dir ${config.outputDir}: ${(error as Error).message}`);
+      return 1;
+    }
+  }
+  let job: Job | undefined;
+  let early: NodeJS.Signals | undefined;
+  const unsubscribe = io.onInterrupt((signal) => {
+    if (job !== undefined) job.interrupt(signal);
+    else early ??= signal;
+  });
+  const watching = new AbortController();
+  let progress: Progress | undefined;
+  try {
+    let store: { host: string; port: number; reachable: boolean };
+    try {
+      store = await chooseStore(config, placed, hostsUsed);
+    } catch (error) {
+      io.log(`cannot choose the rendezvous store address: ${(error as Error).message}`);
+      return 1;
+    }
+    if (early !== undefined) return signalExitCode(early);
+    const startTimeoutMs = config.settings.startTimeoutMs ?? envMs(io.env.RINGREDUCE_START_TIMEOUT_MS) ?? kDefaultStartTimeoutMs;
+    const contract: JobContract = {
+      size: config.np,
+      storeAddr: formatHostPort(store.host, store.port),
+      jobId: newJobId(),
+      ...(config.np > 1 && { secret: newSecret() }),
+      ...(config.networkInterface !== undefined && { networkInterface: config.networkInterface }),
+      settings: config.settings,
+    };
+    const address =
+      config.address ?? (hostsUsed.length === 1 && config.networkInterface === undefined ? kLocalAddress : undefined);
+    io.debug(
+      `job ${contract.jobId}: ${config.np} ranks of '${config.command}' on ${hostsUsed.join(', ')}, store at ${contract.storeAddr}`,
+    );
+    if (config.np > 1) {
+      progress = new Progress({
+        size: config.np,
+        tty: io.stderrIsTty,
+        verbose: config.verbose,
+        write: io.stderr,
+        limitMs: startTimeoutMs,
+      });
+    }
+    const shown = progress;
+    const sinks = (rank: number): RankSinks => ({
+      stdout: (text) => {
+        shown?.hide();
+        io.stdout(text);
+      },
+      stderr: (text) => {
+        shown?.hide();
+        io.stderr(text);
+      },
+      line: logs?.lineSink(rank),
+    });
+    const marker = `ringrun-started-${randomBytes(12).toString('hex')}`;
+    const specs = buildSpecs(
+      () =>
+        placed.map((p): RankSpec => {
+          const env = { ...extraEnv, ...contractEnv(contract, { ...p, ...(address !== undefined && { address }) }) };
+          const base = { rank: p.rank, sinks: sinks(p.rank), tailLines: 10 };
+          if (p.local) return { ...base, command: config.command, args: config.args, env: { ...io.env, ...env } };
+          const remoteEnv = { ...ringreduceEnv(io.env), ...env };
+          const argv = sshArgv({ ...config.ssh, connectTimeoutS: Math.max(1, Math.ceil(startTimeoutMs / 1000)) }, p.host);
+          return {
+            ...base,
+            command: argv[0] as string,
+            args: argv.slice(1),
+            env: io.env,
+            remote: { host: p.host, marker, stdin: remoteScript(marker, remoteEnv, io.cwd, config.command, config.args) },
+          };
+        }),
+      io,
+    );
+    if (specs === undefined) return 2;
+    job = new Job({
+      ranks: specs,
+      startTimeoutMs,
+      log: io.log,
+      debug: io.debug,
+      onStarted: (count) => progress?.onStarted(count),
+    });
+    if (progress !== undefined && store.reachable) {
+      const watched = progress;
+      void watchStore({
+        host: store.host,
+        port: store.port,
+        jobId: contract.jobId,
+        secret: contract.secret,
+        size: config.np,
+        timeoutMs: startTimeoutMs,
+        signal: watching.signal,
+        onStore: () => watched.onStore(),
+        onPublished: (count) => watched.onPublished(count),
+        onConnected: () => watched.onConnected(),
+      });
+    }
+    const outcome = await job.finished;
+    progress?.stop();
+    if (outcome.failure !== undefined) {
+      for (const line of failureReport(outcome.failure.exit, outcome.failure.lastLines)) io.log(line);
+    } else if (outcome.notStarted !== undefined) {
+      for (const line of notStartedReport(outcome.notStarted, startTimeoutMs)) io.log(line);
+    } else if (outcome.interruptedBy === undefined) {
+      io.debug(`all ${config.np} ranks exited with code 0`);
+    }
+    return outcome.exitCode;
+  } finally {
+    watching.abort();
+    progress?.stop();
+    unsubscribe();
+    await logs?.close();
+  }
+}
+
+/** The specs, or undefined after logging a usage error (a variable that cannot be sent). */
+function buildSpecs(build: () => RankSpec[], io: RunIo): RankSpec[] | undefined {
+  try {
+    return build();
+  } catch (error) {
+    if (!(error instanceof InvalidArgumentError)) throw error;
+    io.log(error.message);
+    return undefined;
+  }
+}
+
+function localRanks(np: number): PlacedRank[] {
+  return Array.from({ length: np }, (_, rank) => ({
+    rank,
+    localRank: rank,
+    localSize: np,
+    crossRank: 0,
+    crossSize: 1,
+    host: 'localhost',
+    local: true,
+  }));
+}
+
+/** -x variables: NAME=VALUE as given, NAME with this launcher's value. */
+function forwardedEnv(config: LaunchConfig, env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const { name, value } of config.env) {
+    const resolved = value ?? env[name];
+    if (resolved === undefined) throw new InvalidArgumentError(`-x ${name}: ${name} is not set in ringrun's environment`);
+    out[name] = resolved;
+  }
+  return out;
+}
+
+/** The RINGREDUCE_* settings in ringrun's own environment, which remote ranks get too. */
+function ringreduceEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) if (name.startsWith('RINGREDUCE_') && value !== undefined) out[name] = value;
+  return out;
+}
+
+function envMs(text: string | undefined): number | undefined {
+  const value = Number(text);
+  return text !== undefined && text !== '' && Number.isSafeInteger(value) && value > 0 ? value : undefined;
+}
+
+/**
+ * Where rank 0 hosts the store. One host: its loopback address. Several: rank 0's host as
+ * every rank can reach it: as given in -H, or, when rank 0 runs here under a loopback name,
+ * this machine's address on the route to the other hosts (never loopback for another host).
+ */
+async function chooseStore(
+  config: LaunchConfig,
+  placed: readonly PlacedRank[],
+  hostsUsed: readonly string[],
+): Promise<{ host: string; port: number; reachable: boolean }> {
+  const first = placed[0] as PlacedRank;
+  let host: string;
+  if (hostsUsed.length === 1) host = kLocalAddress;
+  else if (!first.local) host = first.host;
+  else if (config.networkInterface !== undefined) host = interfaceAddress(config.networkInterface);
+  else if (first.host === 'localhost' || first.host.startsWith('127.') || first.host === '::1') {
+    const remote = placed.find((p) => !p.local) as PlacedRank;
+    host = (await routeAddress(remote.host)) ?? hostname();
+  } else host = first.host;
+  if (config.storePort !== undefined) return { host, port: config.storePort, reachable: first.local || hostsUsed.length > 1 };
+  if (!first.local) {
+    const [low, high] = kRemotePortRange;
+    return { host, port: randomInt(low, high), reachable: hostsUsed.length > 1 };
+  }
+  const bindHost = isIP(host) !== 0 ? host : '0.0.0.0';
+  return { host, port: await findFreePort(bindHost), reachable: true };
+}
+
+/** The local address the kernel would send from to reach `host` (a UDP connect sends nothing). */
+function routeAddress(host: string): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const socket = createSocket(isIP(host) === 6 ? 'udp6' : 'udp4');
+    const done = (address: string | undefined) => {
+      socket.close();
+      resolve(address);
+    };
+    socket.on('error', () => done(undefined));
+    socket.connect(9, host, () => {
+      try {
+        done(socket.address().address);
+      } catch {
+        done(undefined);
+      }
+    });
+  });
+}

@@ -1,0 +1,68 @@
+/**
+ * `ringrun --backend mpi`: hands the job to Open MPI's mpirun, which starts the ranks and gives
+ * them OMPI_COMM_WORLD_*; the ranks use the MPI backend (RINGREDUCE_BACKEND=mpi). ringrun only
+ * builds the command line, passes the settings with `-x NAME` (names only: values travel in
+ * mpirun's environment, never on its command line), forwards interrupts and returns mpirun's
+ * exit status. Output is mpirun's, unprefixed (mpirun --tag-output is the user's choice).
+ */
+import { spawn } from 'node:child_process';
+import type { LaunchConfig } from './cli.js';
+import { kEnv, newJobId, settingsEnv } from './env_contract.js';
+import { signalExitCode } from './failure_report.js';
+import { signalGroup } from './process_group.js';
+import type { RunIo } from './run_job.js';
+
+const kKillGraceMs = 3000;
+
+/** mpirun's argv (without the program) and the variables it must forward. */
+export function mpirunArgv(config: LaunchConfig, names: readonly string[]): string[] {
+  const argv = ['--allow-run-as-root', '--bind-to', 'none', '-np', String(config.np)];
+  if (config.hostfile !== undefined) argv.push('--hostfile', config.hostfile);
+  else if (config.hosts !== undefined) argv.push('-H', config.hosts.map((h) => `${h.host}:${h.slots}`).join(','));
+  if (config.networkInterface !== undefined) argv.push('--mca', 'btl_tcp_if_include', config.networkInterface);
+  for (const name of names) argv.push('-x', name);
+  argv.push(config.command, ...config.args);
+  return argv;
+}
+
+export function runMpi(config: LaunchConfig, io: RunIo): Promise<number> {
+  const env: Record<string, string> = { [kEnv.backend]: 'mpi', [kEnv.jobId]: newJobId(), ...settingsEnv(config.settings) };
+  for (const { name, value } of config.env) {
+    const resolved = value ?? io.env[name];
+    if (resolved !== undefined) env[name] = resolved;
+  }
+  const argv = mpirunArgv(config, Object.keys(env));
+  io.debug(`mpirun ${argv.join(' ')}`);
+  return new Promise((resolve) => {
+    const child = spawn('mpirun', argv, { env: { ...io.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    child.stdout.on('data', (chunk: Buffer) => io.stdout(chunk.toString('utf8')));
+    child.stderr.on('data', (chunk: Buffer) => io.stderr(chunk.toString('utf8')));
+    let interrupted: NodeJS.Signals | undefined;
+    let killTimer: NodeJS.Timeout | undefined;
+    const unsubscribe = io.onInterrupt((signal) => {
+      if (child.pid === undefined) return;
+      if (interrupted !== undefined) {
+        signalGroup(child.pid, 'SIGKILL');
+        return;
+      }
+      interrupted = signal;
+      io.log(`received ${signal}: stopping mpirun`);
+      signalGroup(child.pid, 'SIGTERM');
+      killTimer = setTimeout(() => child.pid !== undefined && signalGroup(child.pid, 'SIGKILL'), kKillGraceMs);
+    });
+    const finish = (code: number) => {
+      clearTimeout(killTimer);
+      unsubscribe();
+      resolve(code);
+    };
+    child.once('error', (error: NodeJS.ErrnoException) => {
+      io.log(`cannot run mpirun: ${error.message}${error.code === 'ENOENT' ? ' (is Open MPI installed?)' : ''}`);
+      finish(error.code === 'ENOENT' ? 127 : 1);
+    });
+    child.once('close', (code, signal) => {
+      if (interrupted !== undefined) finish(signalExitCode(interrupted));
+      else if (signal !== null) finish(signalExitCode(signal));
+      else finish(code ?? 1);
+    });
+  });
+}

@@ -1,0 +1,73 @@
+/**
+ * The I/O deadline of a transport's pending operations.
+ *
+ * How it works: one timer per transport, armed only while operations are pending, scans their
+ * progress stamps (set by the receiver per read and by the sender per completed write) and
+ * re-arms for the next due time. An op with no progress for ioTimeoutMs has expired, except a
+ * recv whose peer is still heard from (heartbeats, liveness.ts): that peer is alive and most
+ * likely waiting for another rank, which its own deadline or its successor will name, so the
+ * recv gets up to kMaxWaitFactor × ioTimeoutMs. An idle transport has no timer at all.
+ */
+import { performance } from 'node:perf_hooks';
+import type { PendingOp } from './pending_op.js';
+
+/** An op whose peer is still heard from may wait this many I/O timeouts without progress. */
+const kMaxWaitFactor = 3;
+
+export interface WatchdogOptions {
+  ioTimeoutMs: number;
+  pending: ReadonlySet<PendingOp>;
+  /** Whether `peer` was heard from since `since`; null without heartbeats. */
+  heardSince: ((peer: number, since: number) => boolean) | null;
+  /** How soon to look again at an op given more time (the heartbeat interval). */
+  recheckMs: number;
+  onExpired(op: PendingOp, idleMs: number): void;
+}
+
+export class Watchdog {
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(private readonly options: WatchdogOptions) {}
+
+  /** Call after posting an op: arms the timer if it is not already running. */
+  ensure(): void {
+    if (this.timer === null && !this.stopped && this.options.pending.size > 0) this.arm(this.options.ioTimeoutMs);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private arm(ms: number): void {
+    this.timer = setTimeout(() => this.check(), Math.max(1, Math.ceil(ms)));
+  }
+
+  private check(): void {
+    this.timer = null;
+    const { ioTimeoutMs, pending } = this.options;
+    const now = performance.now();
+    const expired: PendingOp[] = [];
+    for (const op of pending) {
+      const idle = now - op.lastProgress;
+      if (idle >= ioTimeoutMs && !this.givenMoreTime(op, idle, now)) expired.push(op);
+    }
+    // Settled by the failure of an op expired before it: skip.
+    for (const op of expired) if (!op.done) this.options.onExpired(op, now - op.lastProgress);
+    let next = Number.POSITIVE_INFINITY;
+    for (const op of pending) {
+      const due = op.lastProgress + ioTimeoutMs;
+      next = Math.min(next, due > now ? due : now + this.options.recheckMs);
+    }
+    if (next !== Number.POSITIVE_INFINITY && !this.stopped) this.arm(next - now);
+  }
+
+  private givenMoreTime(op: PendingOp, idle: number, now: number): boolean {
+    const { heardSince, ioTimeoutMs } = this.options;
+    return (
+      heardSince !== null && op.kind === 'recv' && idle < kMaxWaitFactor * ioTimeoutMs && heardSince(op.peer, now - ioTimeoutMs)
+    );
+  }
+}
