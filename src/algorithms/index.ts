@@ -1,14 +1,18 @@
 /** The algorithm layer: pure functions of (transport, buffer, options). */
 
+export { allreduce } from './allreduce.js';
 export { broadcast } from './broadcast.js';
 export { BufferPool, kDefaultMaxRetainedBytes } from './buffer_pool.js';
 export {
   type AlgorithmOptions,
+  kDefaultLatencyMaxBytes,
   kDefaultPipelineDepth,
   kDefaultSegmentBytes,
   type ResolvedOptions,
   resolveOptions,
 } from './options.js';
+export { recursiveDoublingAllreduce } from './recursive_doubling.js';
+export { createWasmKernels } from './reduce_wasm.js';
 export {
   divideInPlace,
   type ElementwiseOp,

@@ -12,6 +12,9 @@ export const kDefaultSegmentBytes = 256 * 1024;
 /** Segments in flight per direction: receives posted ahead and sends outstanding. */
 export const kDefaultPipelineDepth = 4;
 
+/** Allreduces of at most this many bytes take the latency path (recursive doubling); see allreduce.ts. */
+export const kDefaultLatencyMaxBytes = 64 * 1024;
+
 export interface AlgorithmOptions {
   /** Bytes per message of a pipelined transfer (rounded down to whole elements). Default 256 KiB. */
   segmentBytes?: number;
@@ -23,6 +26,8 @@ export interface AlgorithmOptions {
   kernels?: KernelSelector;
   /** Broadcasts of at most this many bytes use a binomial tree, larger ones a pipelined chain. Default segmentBytes. */
   treeMaxBytes?: number;
+  /** Allreduces of at most this many bytes use recursive doubling instead of the ring. Default 64 KiB. */
+  latencyMaxBytes?: number;
 }
 
 export interface ResolvedOptions {
@@ -31,6 +36,7 @@ export interface ResolvedOptions {
   readonly pool: BufferPool | undefined;
   readonly kernels: KernelSelector;
   readonly treeMaxBytes: number;
+  readonly latencyMaxBytes: number;
 }
 
 function integerAtLeast(name: string, value: number | undefined, fallback: number, min: number): number {
@@ -50,5 +56,6 @@ export function resolveOptions(options: AlgorithmOptions = {}): ResolvedOptions 
     pool: options.pool,
     kernels: options.kernels ?? selectKernel,
     treeMaxBytes: integerAtLeast('treeMaxBytes', options.treeMaxBytes, segmentBytes, 0),
+    latencyMaxBytes: integerAtLeast('latencyMaxBytes', options.latencyMaxBytes, kDefaultLatencyMaxBytes, 0),
   };
 }

@@ -3,7 +3,7 @@
  * each call when the engine posts its completion. Completions arrive on a MessagePort rather
  * than the worker's own channel, because a caller blocked in a ...Sync call cannot run its event
  * loop: it sleeps in Atomics.wait on a shared counter that the engine bumps after each post, and
- * then drains the port itself with receiveMessageOnPort.
+ * then drains the port itself with receiveMessageOnPort (after a bounded spin: spin_wait.ts).
  *
  * The worker and the port keep the process alive only while a call is pending, so a script that
  * forgets shutdown() still exits.
@@ -13,6 +13,7 @@ import type { Request } from '../engine/messages.js';
 import { type FromEngine, kSignalCompletions, type ToEngine, type WorkerInit } from '../engine/worker_protocol.js';
 import type { Config } from './config.js';
 import { fromErrorRecord, RingReduceError, ShutdownError, TimeoutError } from './errors.js';
+import { waitForChange } from './spin_wait.js';
 import type { TypedArray } from './types.js';
 
 export interface Completion {
@@ -93,7 +94,7 @@ export class EngineClient {
           ? new ShutdownError(`${request.op} '${request.name}': the engine stopped`)
           : new TimeoutError(`${request.op} '${request.name}' did not complete within ${this.syncTimeoutMs} ms`);
       }
-      Atomics.wait(this.signal, kSignalCompletions, seen, left);
+      waitForChange(this.signal, kSignalCompletions, seen, left);
     }
     if (!result.ok) throw result.error;
     return result.value;

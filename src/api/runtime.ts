@@ -8,7 +8,8 @@ import { type Config, type InitOptions, resolveConfig } from './config.js';
 import { allocShared } from './dtypes.js';
 import { type Completion, EngineClient } from './engine_client.js';
 import { InvalidArgumentError, ShutdownError } from './errors.js';
-import { checkOptions, type ParsedTensor, parseName, parseReduceOp, parseRoot, parseTensor } from './tensor_args.js';
+import { SharedMemoryReclaimer } from './shared_memory_reclaimer.js';
+import { checkOptions, type ParsedTensor, parseName, parseOut, parseReduceOp, parseRoot, parseTensor } from './tensor_args.js';
 import type { CollectiveOp, ReduceOp, ShapedTensor, TensorLike, TypedArray } from './types.js';
 
 export interface AllreduceOptions {
@@ -16,6 +17,11 @@ export interface AllreduceOptions {
   name?: string;
   /** Default 'sum'. 'average' needs a float dtype. */
   op?: ReduceOp;
+  /**
+   * Write the result here (same dtype and length, SharedArrayBuffer-backed; may be the input)
+   * instead of into fresh memory: a loop that reuses it skips the page faults of new memory.
+   */
+  out?: TypedArray;
 }
 export interface AllgatherOptions {
   name?: string;
@@ -24,6 +30,8 @@ export interface BroadcastOptions {
   name?: string;
   /** The rank whose tensor every rank receives. Default 0. */
   root?: number;
+  /** As for allreduce: where the result goes, reused across calls. */
+  out?: TypedArray;
 }
 export interface BarrierOptions {
   name?: string;
@@ -48,6 +56,8 @@ export class RingReduce {
     barrier: 0,
   };
   private readonly inFlight = new Set<string>();
+  /** Fresh outputs are SharedArrayBuffers, which V8 is slow to free: see shared_memory_reclaimer.ts. */
+  private readonly reclaimer = new SharedMemoryReclaimer();
   private shutDown = false;
 
   private constructor(
@@ -140,11 +150,11 @@ export class RingReduce {
   }
 
   private prepareAllreduce(tensor: unknown, options: unknown): Prepared {
-    const o = checkOptions(options, ['name', 'op']);
+    const o = checkOptions(options, ['name', 'op', 'out']);
     const t = parseTensor(tensor);
     const reduceOp = parseReduceOp(o.op, t.dtype);
-    const output = allocShared(t.dtype, t.data.length);
-    output.set(t.data as never);
+    const output = parseOut(o.out, t) ?? this.fresh(t);
+    if (output !== t.data) output.set(t.data as never);
     return this.prepared('allreduce', parseName(o.name), t, reduceOp, -1, output);
   }
 
@@ -154,18 +164,25 @@ export class RingReduce {
     if (t.shape.length === 0) {
       throw new InvalidArgumentError('tensor of allgather must have at least one dimension (it is concatenated along the first)');
     }
-    const input = allocShared(t.dtype, t.data.length);
+    const input = this.fresh(t);
     input.set(t.data as never);
     return this.prepared('allgather', parseName(o.name), t, 'sum', -1, input);
   }
 
   private prepareBroadcast(tensor: unknown, options: unknown): Prepared {
-    const o = checkOptions(options, ['name', 'root']);
+    const o = checkOptions(options, ['name', 'root', 'out']);
     const t = parseTensor(tensor);
     const root = parseRoot(o.root, this.config.size);
-    const output = allocShared(t.dtype, t.data.length);
-    if (root === this.config.rank) output.set(t.data as never);
+    const output = parseOut(o.out, t) ?? this.fresh(t);
+    if (root === this.config.rank && output !== t.data) output.set(t.data as never);
     return this.prepared('broadcast', parseName(o.name), t, 'sum', root, output);
+  }
+
+  /** Fresh shared memory for the engine to work on; counted so that it is freed in time. */
+  private fresh(t: ParsedTensor): TypedArray {
+    const array = allocShared(t.dtype, t.data.length);
+    this.reclaimer.release(array.byteLength);
+    return array;
   }
 
   private prepareBarrier(options: unknown): Prepared {

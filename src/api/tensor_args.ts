@@ -88,6 +88,27 @@ export function parseRoot(root: unknown, size: number): number {
   return root as number;
 }
 
+/**
+ * Option 'out': where the result goes, so a loop can reuse one buffer instead of paying for
+ * fresh memory on every call (first-touch page faults cost more than the collective for large
+ * tensors). It must be the tensor's dtype and length and live in a SharedArrayBuffer (the engine
+ * thread works on it); it may be the input itself (in place).
+ */
+export function parseOut(out: unknown, t: ParsedTensor): TypedArray | undefined {
+  if (out === undefined) return undefined;
+  if (!ArrayBuffer.isView(out) || dtypeOf(out) !== t.dtype) {
+    throw new InvalidArgumentError(`option 'out' must be a ${t.dtype} typed array like the tensor, got ${describe(out)}`);
+  }
+  const typed = out as TypedArray;
+  if (typed.length !== t.data.length) {
+    throw new InvalidArgumentError(`option 'out' has ${typed.length} elements but the tensor has ${t.data.length}`);
+  }
+  if (!(typed.buffer instanceof SharedArrayBuffer)) {
+    throw new InvalidArgumentError(`option 'out' must be backed by a SharedArrayBuffer (the engine thread writes into it)`);
+  }
+  return typed;
+}
+
 export function checkOptions(options: unknown, allowed: readonly string[]): Record<string, unknown> {
   if (options === undefined) return {};
   if (typeof options !== 'object' || options === null) {

@@ -1,7 +1,8 @@
 /**
  * Binary codec of the control messages (see messages.ts).
  *
- * Layout: one byte of message type, then the body. Strings are a u32 byte length and UTF-8;
+ * Layout: one byte of message type, then the body. A request starts with a form byte (0 full,
+ * 1 a u32 cache id); a response with its kind (0 execute, 1 error, 2 a list of u32 cache ids). Strings are a u32 byte length and UTF-8;
  * numbers are little-endian; dimensions are f64 so any safe integer fits. The decoder checks
  * every length against the bytes it has and throws ProtocolError on anything malformed: a peer
  * can never make it read out of bounds or allocate without limit.
@@ -10,7 +11,7 @@
 import { kDTypes } from '../api/dtypes.js';
 import { type ErrorClassName, ProtocolError } from '../api/errors.js';
 import type { CollectiveOp, DType, ReduceOp } from '../api/types.js';
-import type { ControlMessage, Request, Response } from './messages.js';
+import type { ControlMessage, WireRequest, WireResponse } from './messages.js';
 
 const kTypes = ['requests', 'responses', 'shutdown', 'shutdown-ack'] as const;
 const kOps: readonly CollectiveOp[] = ['allreduce', 'allgather', 'broadcast', 'barrier'];
@@ -147,7 +148,13 @@ function code<T>(table: readonly T[], value: T): number {
   return table.indexOf(value);
 }
 
-function writeRequest(w: Writer, r: Request): void {
+function writeRequest(w: Writer, r: WireRequest): void {
+  if ('cached' in r) {
+    w.u8(1);
+    w.u32(r.cached);
+    return;
+  }
+  w.u8(0);
   w.str(r.name);
   w.u8(code(kOps, r.op));
   w.u8(code(kDTypes, r.dtype));
@@ -157,7 +164,10 @@ function writeRequest(w: Writer, r: Request): void {
   for (const d of r.shape) w.f64(d);
 }
 
-function readRequest(r: Reader): Request {
+function readRequest(r: Reader): WireRequest {
+  const form = r.u8('request form');
+  if (form === 1) return { cached: r.u32('cache id') };
+  if (form !== 0) throw new ProtocolError(`control message has unknown request form ${form}`);
   const name = r.str('tensor name');
   const op = r.enumOf(kOps, 'op');
   const dtype = r.enumOf(kDTypes, 'dtype') as DType;
@@ -170,7 +180,13 @@ function readRequest(r: Reader): Request {
   return { name, op, dtype, shape, reduceOp, root };
 }
 
-function writeResponse(w: Writer, r: Response): void {
+function writeResponse(w: Writer, r: WireResponse): void {
+  if (r.kind === 'cached') {
+    w.u8(2);
+    w.u32(r.ids.length);
+    for (const id of r.ids) w.u32(id);
+    return;
+  }
   w.u8(r.kind === 'execute' ? 0 : 1);
   w.u32(r.names.length);
   for (const n of r.names) w.str(n);
@@ -187,9 +203,15 @@ function writeResponse(w: Writer, r: Response): void {
   }
 }
 
-function readResponse(r: Reader): Response {
+function readResponse(r: Reader): WireResponse {
   const kind = r.u8('response kind');
-  if (kind > 1) throw new ProtocolError(`control message has unknown response kind ${kind}`);
+  if (kind > 2) throw new ProtocolError(`control message has unknown response kind ${kind}`);
+  if (kind === 2) {
+    const n = r.count('cache ids', 4);
+    const ids: number[] = [];
+    for (let i = 0; i < n; i++) ids.push(r.u32('cache id'));
+    return { kind: 'cached', ids };
+  }
   const count = r.count('names', 4);
   const names: string[] = [];
   for (let i = 0; i < count; i++) names.push(r.str('tensor name'));
@@ -225,13 +247,13 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
   const type = r.enumOf(kTypes, 'message type');
   let message: ControlMessage;
   if (type === 'requests') {
-    const n = r.count('requests', 12);
-    const requests: Request[] = [];
+    const n = r.count('requests', 5);
+    const requests: WireRequest[] = [];
     for (let i = 0; i < n; i++) requests.push(readRequest(r));
     message = { type, requests };
   } else if (type === 'responses') {
     const n = r.count('responses', 5);
-    const responses: Response[] = [];
+    const responses: WireResponse[] = [];
     for (let i = 0; i < n; i++) responses.push(readResponse(r));
     message = { type, responses };
   } else {

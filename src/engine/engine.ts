@@ -12,14 +12,20 @@
  * Mismatches and stalls fail only the collectives concerned; the job goes on.
  */
 
+import { selectKernel } from '../algorithms/reduce.js';
+import { createWasmKernels } from '../algorithms/reduce_wasm.js';
 import type { Config } from '../api/config.js';
 import { fromErrorRecord, PeerFailureError, type RingReduceError, ShutdownError, toErrorRecord } from '../api/errors.js';
+import { SharedMemoryReclaimer } from '../api/shared_memory_reclaimer.js';
 import type { Logger } from '../observability/logger.js';
+import { Timeline, timelinePathFor } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
 import { decodeControl, encodeControl } from './codec.js';
 import { Coordinator } from './coordinator.js';
 import { Executor } from './executor.js';
-import type { ControlMessage, Request, Response } from './messages.js';
+import { planFusion } from './fusion.js';
+import type { ControlMessage, ExecuteResponse, Request, Response } from './messages.js';
+import { ResponseCache } from './response_cache.js';
 import { type Entry, TensorQueue } from './tensor_queue.js';
 import type { FromEngine } from './worker_protocol.js';
 
@@ -39,6 +45,9 @@ export class Engine {
   private readonly failedPeers = new Set<number>();
   /** Settles when the coordinator's last message has been handed to the OS on every link. */
   private lastPublish: Promise<unknown> = Promise.resolve();
+  private readonly timeline: Timeline | undefined;
+  private readonly cache: ResponseCache;
+  private readonly reclaimer = new SharedMemoryReclaimer();
 
   constructor(
     private readonly config: Config,
@@ -46,13 +55,22 @@ export class Engine {
     private readonly post: (message: FromEngine) => void,
     private readonly logger: Logger,
   ) {
-    this.executor = new Executor(transport);
+    this.cache = new ResponseCache(config.cacheCapacity);
+    if (config.timeline) {
+      const path = config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline;
+      this.timeline = new Timeline(path, config.rank);
+    }
+    this.executor = new Executor(transport, {
+      kernels: createWasmKernels() ?? selectKernel,
+      fusionThresholdBytes: config.fusionThresholdBytes,
+      timeline: this.timeline,
+    });
     if (config.rank === kCoordinator) {
       this.coordinator = new Coordinator({
         size: config.size,
         stallTimeoutMs: config.stallTimeoutMs,
         stallWarningMs: config.stallWarningMs,
-        publish: (responses) => this.publish({ type: 'responses', responses }),
+        publish: (responses) => this.publish({ type: 'responses', responses: this.fuse(responses) }),
         publishShutdown: () => this.publish({ type: 'shutdown-ack' }),
         logger,
       });
@@ -66,7 +84,7 @@ export class Engine {
       this.post({ type: 'failed', id, error: toErrorRecord(this.failure ?? new ShutdownError('ringreduce is shutting down')) });
       return;
     }
-    this.queue.add({ id, request, buffer });
+    this.queue.add(this.timeline ? { id, request, buffer, queuedUs: this.timeline.now() } : { id, request, buffer });
     this.outbox.push(request);
     // Requests the caller made in one burst reach the coordinator as one report.
     if (!this.flushScheduled) {
@@ -86,7 +104,13 @@ export class Engine {
     await this.lastPublish;
     this.coordinator?.close();
     this.executor.close();
+    this.timeline?.close();
     await this.transport.close();
+  }
+
+  /** Executions run so far, and how many were fused (for tests and diagnostics). */
+  get executionCounts(): Readonly<{ executions: number; fused: number }> {
+    return this.executor.counts;
   }
 
   private async leaveJob(): Promise<void> {
@@ -110,7 +134,39 @@ export class Engine {
     if (this.outbox.length === 0 || this.failure) return;
     const requests = this.outbox;
     this.outbox = [];
-    this.sendToCoordinator({ type: 'requests', requests });
+    if (this.timeline) this.markPhase(requests, 'QUEUE', 'queuedUs', 'reportedUs');
+    if (this.coordinator) {
+      this.coordinator.onRequests(this.config.rank, requests);
+      return;
+    }
+    const wire = requests.map((r) => {
+      const id = this.cache.idOf(r);
+      return id === undefined ? r : { cached: id };
+    });
+    this.sendToCoordinator({ type: 'requests', requests: wire });
+  }
+
+  /** Rank 0: merges responses that can run as one (fusion.ts); the sizes come from its own queue. */
+  private fuse(responses: Response[]): Response[] {
+    const elementsOf = (name: string) => this.queue.get(name)?.buffer?.length ?? 0;
+    return planFusion(responses, elementsOf, this.config.fusionThresholdBytes);
+  }
+
+  /** Timeline: ends phase `phase` (begun at `from`) of the named entries and starts the next at `to`. */
+  private markPhase(
+    named: readonly { name: string }[],
+    phase: 'QUEUE' | 'NEGOTIATE',
+    from: 'queuedUs' | 'reportedUs',
+    to: 'reportedUs' | 'agreedUs',
+  ) {
+    const timeline = this.timeline as Timeline;
+    const now = timeline.now();
+    for (const { name } of named) {
+      const entry = this.queue.get(name);
+      if (!entry || entry[from] === undefined) continue;
+      timeline.span(name, phase, entry[from], now - entry[from]);
+      entry[to] = now;
+    }
   }
 
   private sendToCoordinator(message: ControlMessage): void {
@@ -121,9 +177,17 @@ export class Engine {
     this.transport.sendControl(kCoordinator, encodeControl(message)).catch((error) => this.fail(error));
   }
 
-  /** Sends a coordinator message to every rank, this one included. */
+  /** Sends a coordinator message to every rank, this one included; cached responses travel as ids. */
   private publish(message: ControlMessage): void {
-    const bytes = encodeControl(message);
+    let wire = message;
+    if (message.type === 'responses') {
+      const responses = message.responses.map((r) => {
+        const ids = this.cache.idsFor(r as Response);
+        return ids ? { kind: 'cached' as const, ids } : r;
+      });
+      wire = { type: 'responses', responses };
+    }
+    const bytes = encodeControl(wire);
     const sends: Promise<void>[] = [];
     for (let peer = 0; peer < this.config.size; peer++) {
       if (peer === this.config.rank || this.failedPeers.has(peer)) continue;
@@ -147,13 +211,32 @@ export class Engine {
 
   private handleAtCoordinator(rank: number, message: ControlMessage): void {
     if (!this.coordinator) return;
-    if (message.type === 'requests') this.coordinator.onRequests(rank, message.requests);
-    else if (message.type === 'shutdown') this.coordinator.onShutdown(rank);
+    if (message.type === 'requests') {
+      const requests: Request[] = [];
+      for (const r of message.requests) {
+        const request = 'cached' in r ? this.cache.request(r.cached) : r;
+        if (!request) {
+          this.badCacheId(rank);
+          return;
+        }
+        requests.push(request);
+      }
+      this.coordinator.onRequests(rank, requests);
+    } else if (message.type === 'shutdown') this.coordinator.onShutdown(rank);
   }
 
   private handleAtRank(message: ControlMessage): void {
     if (message.type === 'responses') {
-      for (const response of message.responses) this.schedule(response);
+      for (const r of message.responses) {
+        const response = r.kind === 'cached' ? this.cache.expand(r.ids) : r;
+        if (!response) {
+          this.badCacheId(kCoordinator);
+          return;
+        }
+        // Learned in response order on every rank, so every rank assigns the same ids.
+        if (response.kind === 'execute') this.cache.learn(response.names.map((name) => this.queue.get(name)?.request));
+        this.schedule(response);
+      }
     } else if (message.type === 'shutdown-ack') {
       this.shutdownAcked?.();
     }
@@ -168,26 +251,55 @@ export class Engine {
       }
       return;
     }
-    this.chain = this.chain.then(async () => {
-      for (const name of response.names) {
-        const entry = this.queue.take(name);
-        if (!entry) {
-          // Only possible once this rank has failed or begun shutting down; the peers will see it.
-          continue;
-        }
-        if (this.failure) {
-          this.post({ type: 'failed', id: entry.id, error: toErrorRecord(this.failure) });
-          continue;
-        }
-        try {
-          const result = await this.executor.execute(response, entry);
-          this.post({ type: 'done', id: entry.id, ...result });
-        } catch (error) {
-          this.post({ type: 'failed', id: entry.id, error: toErrorRecord(this.failure ?? error) });
-          if (!this.failure) this.fail(error);
-        }
+    if (this.timeline)
+      this.markPhase(
+        response.names.map((name) => ({ name })),
+        'NEGOTIATE',
+        'reportedUs',
+        'agreedUs',
+      );
+    this.chain = this.chain.then(() => this.run(response));
+  }
+
+  private async run(response: ExecuteResponse): Promise<void> {
+    const entries: Entry[] = [];
+    for (const name of response.names) {
+      const entry = this.queue.take(name);
+      // Missing only once this rank has failed or begun shutting down; the peers will see it.
+      if (entry) entries.push(entry);
+    }
+    if (entries.length === 0) return;
+    if (this.failure || entries.length !== response.names.length) {
+      const error = toErrorRecord(
+        this.failure ?? new ShutdownError('ringreduce was shut down while this collective was pending'),
+      );
+      for (const entry of entries) this.post({ type: 'failed', id: entry.id, error });
+      return;
+    }
+    if (this.timeline) {
+      const now = this.timeline.now();
+      for (const e of entries)
+        if (e.agreedUs !== undefined) this.timeline.span(e.request.name, 'WAIT', e.agreedUs, now - e.agreedUs);
+    }
+    try {
+      const results = await this.executor.execute(response, entries);
+      for (const [i, entry] of entries.entries()) {
+        this.post({ type: 'done', id: entry.id, ...results[i] });
+        this.reclaimer.release((entry.buffer?.byteLength ?? 0) + (results[i]?.output?.byteLength ?? 0));
       }
-    });
+    } catch (error) {
+      for (const entry of entries) this.post({ type: 'failed', id: entry.id, error: toErrorRecord(this.failure ?? error) });
+      if (!this.failure) this.fail(error);
+    }
+  }
+
+  private badCacheId(peer: number): void {
+    this.fail(new PeerFailureError(`rank ${peer} sent a response cache id this rank never assigned`, peer));
+  }
+
+  /** Requests and responses that travelled as cache ids (for tests and diagnostics). */
+  get cacheHits(): Readonly<{ requests: number; responses: number }> {
+    return this.cache.hits;
   }
 
   private onPeerFailure(peer: number, error: PeerFailureError): void {

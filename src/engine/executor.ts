@@ -2,16 +2,20 @@
  * Turns an agreed response into a run of one algorithm over the transport. Every rank calls
  * `execute` for the same responses in the same order, so the tag (a counter of executed
  * collectives) is the same on every rank and keeps the messages of consecutive collectives
- * apart.
+ * apart. A response naming several allreduces (fusion.ts) runs once over a packed buffer.
  */
 
+import { allreduce } from '../algorithms/allreduce.js';
 import { broadcast } from '../algorithms/broadcast.js';
 import { BufferPool } from '../algorithms/buffer_pool.js';
+import type { AlgorithmOptions } from '../algorithms/options.js';
+import type { KernelSelector } from '../algorithms/reduce.js';
 import { ringAllgather } from '../algorithms/ring_allgather.js';
-import { ringAllreduce } from '../algorithms/ring_allreduce.js';
-import { allocShared } from '../api/dtypes.js';
+import { allocShared, bytesPerElement } from '../api/dtypes.js';
 import type { TypedArray } from '../api/types.js';
+import type { Timeline } from '../observability/timeline.js';
 import { type NativeCollectives, nativeCollectivesOf, type Transport } from '../transport/transport.js';
+import { fusedView, pack, unpack } from './fusion.js';
 import type { ExecuteResponse } from './messages.js';
 import type { Entry } from './tensor_queue.js';
 
@@ -21,49 +25,115 @@ export interface ExecutionResult {
   shape?: number[];
 }
 
+export interface ExecutorSettings {
+  /** The reduce kernels (WebAssembly SIMD when available, see algorithms/reduce_wasm.ts). */
+  kernels: KernelSelector;
+  /** Largest fused buffer: the pool keeps that much (plus scratch) for reuse. */
+  fusionThresholdBytes: number;
+  timeline?: Timeline | undefined;
+}
+
 const kMaxTag = 0xffff_ffff;
+/** Scratch the pool keeps beyond the fusion buffer (pipeline depth × segment, with room). */
+const kScratchRetainBytes = 32 * 1024 * 1024;
 
 export class Executor {
   private nextTag = 0;
-  private readonly pool = new BufferPool();
+  private readonly pool: BufferPool;
   private readonly native: NativeCollectives | undefined;
+  /** Executions run, and how many of them were fused (ran more than one tensor). */
+  readonly counts = { executions: 0, fused: 0 };
 
-  constructor(private readonly transport: Transport) {
+  constructor(
+    private readonly transport: Transport,
+    private readonly settings: ExecutorSettings,
+  ) {
     this.native = nativeCollectivesOf(transport);
+    this.pool = new BufferPool(settings.fusionThresholdBytes + kScratchRetainBytes);
   }
 
-  async execute(response: ExecuteResponse, entry: Entry): Promise<ExecutionResult> {
+  /** Runs `response` for `entries` (one per name, in the response's order); one result per entry. */
+  async execute(response: ExecuteResponse, entries: readonly Entry[]): Promise<ExecutionResult[]> {
     const tag = this.nextTag;
     this.nextTag = tag === kMaxTag ? 0 : tag + 1;
-    const options = { pool: this.pool };
-    const { buffer } = entry;
+    this.counts.executions++;
+    const first = entries[0] as Entry;
+    const options = this.options(first.request.name);
     switch (response.op) {
       case 'allreduce':
-        if (!buffer) return {};
-        if (this.native?.supports('allreduce', response.dtype, response.reduceOp)) {
-          await this.native.allreduce(buffer, response.reduceOp);
-        } else {
-          await ringAllreduce(this.transport, buffer, response.reduceOp, tag, options);
-        }
-        return {};
-      case 'broadcast':
-        if (!buffer) return {};
-        if (this.native?.supports('broadcast', response.dtype)) await this.native.broadcast(buffer, response.root);
-        else await broadcast(this.transport, buffer, response.root, tag, options);
-        return {};
+        if (entries.length > 1) await this.fusedAllreduce(response, entries, tag, options);
+        else if (first.buffer) await this.allreduce(response, first.buffer, tag, options, first.request.name);
+        return entries.map(() => ({}));
+      case 'broadcast': {
+        const buffer = first.buffer;
+        if (!buffer) return [{}];
+        await this.communicate(first.request.name, buffer.byteLength, () =>
+          this.native?.supports('broadcast', response.dtype)
+            ? (this.native as NativeCollectives).broadcast(buffer, response.root)
+            : broadcast(this.transport, buffer, response.root, tag, options),
+        );
+        return [{}];
+      }
       case 'allgather':
-        return this.allgather(response, entry, tag, options);
+        return [await this.allgather(response, first, tag, options)];
       case 'barrier':
         // Negotiation itself is the barrier: the response exists only once every rank arrived.
-        return {};
+        return entries.map(() => ({}));
     }
+  }
+
+  close(): void {
+    this.pool.clear();
+  }
+
+  private options(name: string): AlgorithmOptions {
+    const { timeline, kernels } = this.settings;
+    return { pool: this.pool, kernels: timeline ? timedKernels(kernels, timeline, name) : kernels };
+  }
+
+  private allreduce(response: ExecuteResponse, buf: TypedArray, tag: number, options: AlgorithmOptions, name: string) {
+    return this.communicate(name, buf.byteLength, () =>
+      this.native?.supports('allreduce', response.dtype, response.reduceOp)
+        ? (this.native as NativeCollectives).allreduce(buf, response.reduceOp)
+        : allreduce(this.transport, buf, response.reduceOp, tag, options),
+    );
+  }
+
+  private async fusedAllreduce(response: ExecuteResponse, entries: readonly Entry[], tag: number, options: AlgorithmOptions) {
+    this.counts.fused++;
+    const parts = entries.map((e) => e.buffer as TypedArray);
+    const elements = parts.reduce((n, p) => n + p.length, 0);
+    const buffer = this.pool.acquire(elements * bytesPerElement(response.dtype));
+    const name = (entries[0] as Entry).request.name;
+    const timeline = this.settings.timeline;
+    try {
+      const fused = fusedView(response.dtype, buffer, elements);
+      let t = timeline?.now() ?? 0;
+      pack(parts, fused);
+      timeline?.phase(name, 'FUSION_COPY', t, { tensors: parts.length, bytes: fused.byteLength });
+      await this.allreduce(response, fused, tag, options, name);
+      t = timeline?.now() ?? 0;
+      unpack(fused, parts);
+      timeline?.phase(name, 'FUSION_COPY', t, { tensors: parts.length, bytes: fused.byteLength });
+    } finally {
+      // allreduce settles only once nothing is in flight: the buffer is quiet here.
+      this.pool.release(buffer);
+    }
+  }
+
+  private async communicate(name: string, bytes: number, run: () => Promise<void>): Promise<void> {
+    const timeline = this.settings.timeline;
+    if (!timeline) return run();
+    const t = timeline.now();
+    await run();
+    timeline.phase(name, 'COMMUNICATE', t, { bytes });
   }
 
   private async allgather(
     response: ExecuteResponse,
     entry: Entry,
     tag: number,
-    options: { pool: BufferPool },
+    options: AlgorithmOptions,
   ): Promise<ExecutionResult> {
     const { shape } = entry.request;
     const rowSize = shape.slice(1).reduce((a, b) => a * b, 1);
@@ -73,13 +143,24 @@ export class Executor {
     let offset = 0;
     for (let r = 0; r < this.transport.rank; r++) offset += counts[r] ?? 0;
     if (entry.buffer) output.set(entry.buffer as never, offset);
-    if (this.native?.supports('allgather', response.dtype)) await this.native.allgather(output, counts);
-    else await ringAllgather(this.transport, output, counts, tag, options);
+    await this.communicate(entry.request.name, output.byteLength, () =>
+      this.native?.supports('allgather', response.dtype)
+        ? (this.native as NativeCollectives).allgather(output, counts)
+        : ringAllgather(this.transport, output, counts, tag, options),
+    );
     const rows = response.firstDims.reduce((a, b) => a + b, 0);
     return { output, shape: [rows, ...shape.slice(1)] };
   }
+}
 
-  close(): void {
-    this.pool.clear();
-  }
+/** Wraps every kernel call in a REDUCE event on `name`'s row. */
+function timedKernels(base: KernelSelector, timeline: Timeline, name: string): KernelSelector {
+  return (dtype, op) => {
+    const kernel = base(dtype, op);
+    return (dst, d, src, s, n) => {
+      const t = timeline.now();
+      kernel(dst, d, src, s, n);
+      timeline.phase(name, 'REDUCE', t, { elements: n });
+    };
+  };
 }

@@ -41,9 +41,13 @@ export interface ErrorResponse {
 
 export type Response = ExecuteResponse | ErrorResponse;
 
+/** On the wire, a request or response the response cache holds travels as ids (response_cache.ts). */
+export type WireRequest = Request | { cached: number };
+export type WireResponse = Response | { kind: 'cached'; ids: number[] };
+
 export type ControlMessage =
-  | { type: 'requests'; requests: Request[] }
-  | { type: 'responses'; responses: Response[] }
+  | { type: 'requests'; requests: WireRequest[] }
+  | { type: 'responses'; responses: WireResponse[] }
   /** A rank's shutdown() reached its engine; the coordinator answers shutdown-ack once all did. */
   | { type: 'shutdown' }
   | { type: 'shutdown-ack' };

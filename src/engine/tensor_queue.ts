@@ -9,6 +9,10 @@ export interface Entry {
   id: number;
   request: Request;
   buffer: TypedArray | undefined;
+  /** Timeline only: when the entry was queued, reported to rank 0, and agreed (µs). */
+  queuedUs?: number;
+  reportedUs?: number;
+  agreedUs?: number;
 }
 
 export class TensorQueue {
@@ -20,6 +24,10 @@ export class TensorQueue {
 
   has(name: string): boolean {
     return this.entries.has(name);
+  }
+
+  get(name: string): Entry | undefined {
+    return this.entries.get(name);
   }
 
   take(name: string): Entry | undefined {

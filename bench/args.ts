@@ -1,0 +1,119 @@
+/**
+ * The bench's command line (commander): `npm run bench -- [options]`. Parsing is pure so the
+ * values can be checked in one place and named in errors.
+ */
+import { Command, InvalidArgumentError } from 'commander';
+import { kDTypes } from '../src/api/dtypes.js';
+import type { DType } from '../src/api/types.js';
+import { type BenchOp, kBenchOps } from './spec.js';
+
+export interface BenchArgs {
+  ops: BenchOp[];
+  sizes: number[];
+  ranks: number;
+  dtype: DType;
+  iterations: number;
+  warmup: number;
+  check: boolean;
+  fresh: boolean;
+  sync: boolean;
+  tensors: number;
+  json: string | undefined;
+  timeline: string | undefined;
+  backend: 'tcp' | 'mpi' | 'auto';
+}
+
+const kUnits: Record<string, number> = {
+  '': 1,
+  B: 1,
+  K: 1024,
+  KB: 1024,
+  KIB: 1024,
+  M: 1 << 20,
+  MB: 1 << 20,
+  MIB: 1 << 20,
+  G: 1 << 30,
+  GIB: 1 << 30,
+};
+
+/** "4", "16K", "256M", "1GiB" → bytes. */
+export function parseBytes(text: string): number {
+  const match = /^(\d+)\s*([a-zA-Z]*)$/.exec(text.trim());
+  const unit = match ? kUnits[(match[2] as string).toUpperCase()] : undefined;
+  if (!match || unit === undefined) throw new InvalidArgumentError(`not a size: ${JSON.stringify(text)} (e.g. 4, 16K, 256M)`);
+  return Number(match[1]) * unit;
+}
+
+/** "4:256M" (every power of `factor` between) or "4,1K,1M" (a list). */
+export function parseSizes(text: string, factor: number): number[] {
+  if (text.includes(':')) {
+    const [lo, hi] = text.split(':').map(parseBytes) as [number, number];
+    if (lo < 1 || hi < lo) throw new InvalidArgumentError(`size range ${text} must be min:max with 1 <= min <= max`);
+    const sizes: number[] = [];
+    for (let s = lo; s <= hi; s *= factor) sizes.push(s);
+    return sizes;
+  }
+  return text.split(',').map(parseBytes);
+}
+
+function positiveInt(name: string, min: number) {
+  return (text: string): number => {
+    const value = Number(text);
+    if (!Number.isSafeInteger(value) || value < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
+    return value;
+  };
+}
+
+function parseOps(text: string): BenchOp[] {
+  const ops = text === 'all' ? [...kBenchOps] : text.split(',');
+  for (const op of ops) {
+    if (!kBenchOps.includes(op as BenchOp)) throw new InvalidArgumentError(`unknown op ${op} (${kBenchOps.join(', ')} or all)`);
+  }
+  return ops as BenchOp[];
+}
+
+export function parseBenchArgs(argv: readonly string[]): BenchArgs {
+  const program = new Command('bench')
+    .description(
+      'Times ringreduce collectives between real processes (started with ringrun) and prints an nccl-tests style table.',
+    )
+    .option('-o, --op <ops>', 'allreduce, allgather, broadcast, a comma list, or all', parseOps, [...kBenchOps])
+    .option('-s, --sizes <sizes>', 'min:max (powers of --factor) or a list, e.g. 4:256M or 4,1K,1M', '4:256M')
+    .option('-f, --factor <n>', 'step between sizes of a min:max range', positiveInt('factor', 2), 4)
+    .option('-n, --ranks <n>', 'number of processes', positiveInt('ranks', 1), 2)
+    .option('-d, --dtype <dtype>', `one of ${kDTypes.join(', ')}`, 'float32')
+    .option('-i, --iters <n>', 'timed iterations per size (default: from the size, 3..200)', positiveInt('iters', 1), 0)
+    .option('-w, --warmup <n>', 'untimed iterations per size', positiveInt('warmup', 0), 2)
+    .option('--no-check', 'skip checking the results')
+    .option('--fresh', 'let every call allocate its output (the default API) instead of reusing one via the out option')
+    .option('--sync', 'call allreduceSync & co. (blocking) instead of the promise API')
+    .option(
+      '-t, --tensors <n>',
+      'allreduce: submit <n> named tensors of each size together per iteration',
+      positiveInt('tensors', 1),
+      1,
+    )
+    .option('--json <file>', 'also write the results as JSON to <file> ("-" for stdout)')
+    .option('--timeline <file>', 'write a Chrome trace / Perfetto JSON of every rank to <file>')
+    .option('--backend <backend>', 'tcp, mpi or auto (RINGREDUCE_BACKEND)', 'tcp')
+    .exitOverride();
+  program.parse(argv, { from: 'user' });
+  const o = program.opts();
+  if (!kDTypes.includes(o.dtype)) throw new InvalidArgumentError(`--dtype must be one of ${kDTypes.join(', ')}`);
+  if (!['tcp', 'mpi', 'auto'].includes(o.backend)) throw new InvalidArgumentError('--backend must be tcp, mpi or auto');
+  return {
+    ops: o.op,
+    sizes: parseSizes(o.sizes, o.factor),
+    ranks: o.ranks,
+    dtype: o.dtype,
+    iterations: o.iters,
+    warmup: o.warmup,
+    check: o.check,
+    fresh: Boolean(o.fresh),
+    sync: Boolean(o.sync),
+    tensors: o.tensors,
+    json: o.json,
+    timeline: o.timeline,
+    backend: o.backend,
+  };
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# compare_peers.sh -- ringreduce next to OpenMPI and Gloo, in one run, repetitions interleaved
+# (rep 1 of everything, then rep 2, ...) so the shared machine's slow phases hit all alike.
+#
+#   npm run build && bash bench/compare_peers.sh            # REPS=2, 2 and 4 ranks, ~15 min
+#   REPS=1 RANKS="2" SIZES="4 1024 16384" bash bench/compare_peers.sh
+#
+# Needs the peers installed (see ../shared/bench/README.md). Prints one markdown table of mean
+# time per call (median over repetitions) and ringreduce's ratio to the best peer; raw results
+# stay in $OUT. Figures only compare within one run: the absolute numbers move with the load.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+PEERS=${PEERS:-$ROOT/../shared/bench}
+REPS=${REPS:-2}
+RANKS=${RANKS:-"2 4"}
+SIZES=${SIZES:-"4 1024 16384 1048576 16777216 268435456"}
+OUT=${OUT:-/tmp/ringreduce-compare/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"
+RR_SIZES=$(echo $SIZES | tr ' ' ',')
+for rep in $(seq 1 "$REPS"); do
+  OUT="$OUT/peers.rep$rep" REPS=1 SIZES="$SIZES" bash "$PEERS/run-peers.sh" mpi-allreduce gloo > "$OUT/peers.rep$rep.md" 2> "$OUT/peers.rep$rep.log" || true
+  for np in $RANKS; do
+    echo "[$(date +%H:%M:%S)] ringreduce np$np rep$rep" >&2
+    node "$ROOT/dist/bench/main.js" --op allreduce --sizes "$RR_SIZES" --ranks "$np" \
+      --json "$OUT/ringreduce-np$np.rep$rep.json" > "$OUT/ringreduce-np$np.rep$rep.txt" 2>&1 || echo "ringreduce np$np failed" >&2
+  done
+done
+node "$ROOT/dist/bench/compare_table.js" "$OUT"

@@ -1,0 +1,109 @@
+/**
+ * `npm run bench`: times allreduce, allgather and broadcast between real processes, started by
+ * the ringrun launcher exactly as a job would be, and prints an nccl-tests style table (see
+ * table.ts for algbw and busbw). Each rank runs bench/rank.ts and reports through a JSON file;
+ * this driver merges them, so the time of a row is the slowest rank's mean per call.
+ *
+ *   npm run bench -- --op allreduce --sizes 4:256M --ranks 2 --dtype float32 --json out.json
+ *   npm run bench -- --op allreduce --sizes 1M --iters 20 --timeline trace.json
+ *
+ * Processes, not threads: they compare honestly with OpenMPI and Gloo, whose ranks are
+ * processes too. Run ../shared/bench/run-peers.sh for the peers (docs/performance.md).
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CommanderError } from 'commander';
+import { type BenchArgs, parseBenchArgs } from './args.js';
+import { idlePercent, machineLine } from './machine.js';
+import type { BenchReport, BenchSpec } from './spec.js';
+import { formatTable, mergeReports } from './table.js';
+import { mergeTimelines } from './timeline_merge.js';
+
+const kRoot = fileURLToPath(new URL('../../', import.meta.url));
+
+function runRanks(args: BenchArgs, specPath: string, timelineBase: string | undefined): Promise<number> {
+  const env: NodeJS.ProcessEnv = { ...process.env, RINGREDUCE_BACKEND: args.backend };
+  if (timelineBase) env.RINGREDUCE_TIMELINE = timelineBase;
+  const child = spawn(
+    process.execPath,
+    [
+      join(kRoot, 'bin/ringrun.js'),
+      '-np',
+      String(args.ranks),
+      '--',
+      process.execPath,
+      join(kRoot, 'dist/bench/rank.js'),
+      specPath,
+    ],
+    { env, stdio: ['ignore', 'inherit', 'inherit'] },
+  );
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
+  });
+}
+
+async function main(): Promise<number> {
+  let args: BenchArgs;
+  try {
+    args = parseBenchArgs(process.argv.slice(2));
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode;
+    throw error;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'ringreduce-bench-'));
+  try {
+    const spec: BenchSpec = {
+      ops: args.ops,
+      sizes: args.sizes,
+      dtype: args.dtype,
+      iterations: args.iterations,
+      warmup: args.warmup,
+      check: args.check,
+      fresh: args.fresh,
+      sync: args.sync,
+      tensors: args.tensors,
+      outDir: dir,
+    };
+    const specPath = join(dir, 'spec.json');
+    writeFileSync(specPath, JSON.stringify(spec));
+    const machineBefore = machineLine(await idlePercent());
+    const timelineBase = args.timeline ? join(dir, 'timeline.json') : undefined;
+    const code = await runRanks(args, specPath, timelineBase);
+    if (code !== 0) {
+      console.error(`bench: ringrun exited with ${code}`);
+      return code;
+    }
+    const reports = Array.from(
+      { length: args.ranks },
+      (_, r) => JSON.parse(readFileSync(join(dir, `rank.${r}.json`), 'utf8')) as BenchReport,
+    );
+    const rows = mergeReports(reports);
+    const machine = { before: machineBefore, after: machineLine(null) };
+    console.log(
+      `# ringreduce bench: ${args.ranks} processes, backend ${args.backend}, ${args.fresh ? 'fresh output per call' : 'output reused (out option)'}${args.sync ? ', sync calls' : ''}${args.tensors > 1 ? `, ${args.tensors} tensors per step` : ''}\n# before: ${machine.before}`,
+    );
+    console.log(formatTable(rows, args.dtype));
+    const idleCpu = reports.map((r) => `${r.idleCpuMs.toFixed(1)} ms`).join(', ');
+    console.log(`\n# idle job, CPU used per rank in 1 s with nothing pending: ${idleCpu}`);
+    console.log(`# after: ${machine.after}`);
+    if (args.json) {
+      const idleCpuMs = reports.map((r) => r.idleCpuMs);
+      const json = JSON.stringify({ ranks: args.ranks, dtype: args.dtype, backend: args.backend, machine, rows, idleCpuMs }, null, 2);
+      if (args.json === '-') console.log(json);
+      else writeFileSync(args.json, json);
+    }
+    if (args.timeline && timelineBase) {
+      const events = mergeTimelines(timelineBase, args.ranks, args.timeline);
+      console.log(`# timeline: ${events} events of ${args.ranks} ranks in ${args.timeline}`);
+    }
+    return rows.some((r) => r.ok === false) ? 1 : 0;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+process.exitCode = await main();

@@ -1,0 +1,94 @@
+/**
+ * One rank of `npm run bench`, started by ringrun: joins the job, runs every (op, size) of the
+ * spec with warm-up, times the iterations between two barriers, checks the last result and
+ * writes its report as JSON for the driver.
+ *
+ *   node dist/bench/rank.js <spec.json>
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { allocShared, bytesPerElement } from '../src/api/dtypes.js';
+import { RingReduce } from '../src/api/runtime.js';
+import type { TypedArray } from '../src/api/types.js';
+import { checkOutput, makeInput } from './patterns.js';
+import { autoIterations, type BenchOp, type BenchReport, type BenchRow, type BenchSpec } from './spec.js';
+
+const kRoot = 0;
+const kIdleProbeMs = 1000;
+
+/** `out` (a reused output) or undefined for fresh memory per call, the API's default. */
+async function runOne(rr: RingReduce, spec: BenchSpec, op: BenchOp, input: TypedArray, out: TypedArray | undefined) {
+  if (spec.sync) {
+    if (op === 'allreduce') return rr.allreduceSync(input, out ? { out } : {});
+    if (op === 'allgather') return rr.allgatherSync(input);
+    return rr.broadcastSync(input, out ? { root: kRoot, out } : { root: kRoot });
+  }
+  if (op === 'allreduce') return rr.allreduce(input, out ? { out } : {});
+  if (op === 'allgather') return rr.allgather(input);
+  return rr.broadcast(input, out ? { root: kRoot, out } : { root: kRoot });
+}
+
+/** `tensors` allreduces submitted together, as a training step submits its gradients. */
+async function runMany(rr: RingReduce, inputs: readonly TypedArray[], outs: readonly (TypedArray | undefined)[]) {
+  const results = await Promise.all(
+    inputs.map((input, i) => rr.allreduce(input, outs[i] ? { name: `grad${i}`, out: outs[i] } : { name: `grad${i}` })),
+  );
+  return results[0] as TypedArray;
+}
+
+async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: number): Promise<BenchRow> {
+  const size = rr.size();
+  const element = bytesPerElement(spec.dtype);
+  const count = Math.max(1, Math.floor(bytes / element));
+  // allgather's size is its output: each rank contributes 1/N of it (at least one element).
+  const perRank = op === 'allgather' ? Math.max(1, Math.floor(count / size)) : count;
+  const input = makeInput(spec.dtype, perRank, rr.rank());
+  const iterations = spec.iterations > 0 ? spec.iterations : autoIterations(bytes);
+  const reused = spec.fresh || op === 'allgather' ? undefined : allocShared(spec.dtype, perRank);
+  const many = op === 'allreduce' && spec.tensors > 1;
+  const inputs = many ? Array.from({ length: spec.tensors }, () => input) : [];
+  const outs = inputs.map(() => (spec.fresh ? undefined : allocShared(spec.dtype, perRank)));
+  const step = () => (many ? runMany(rr, inputs, outs) : runOne(rr, spec, op, input, reused));
+  let out = input;
+  for (let i = 0; i < spec.warmup; i++) out = await step();
+  await rr.barrier();
+  const start = performance.now();
+  for (let i = 0; i < iterations; i++) out = await step();
+  const timeUs = ((performance.now() - start) * 1000) / iterations;
+  await rr.barrier();
+  const ok = spec.check ? checkOutput(op, out, size, perRank, kRoot, spec.dtype) : null;
+  const total = (op === 'allgather' ? perRank * size : count) * (many ? spec.tensors : 1);
+  return {
+    op,
+    bytes: total * element,
+    count: total,
+    iterations,
+    timeUs,
+    ok,
+    maxRssBytes: process.resourceUsage().maxRSS * 1024,
+  };
+}
+
+async function main(): Promise<void> {
+  const specPath = process.argv[2];
+  if (!specPath) throw new Error('usage: rank.js <spec.json>');
+  const spec = JSON.parse(readFileSync(specPath, 'utf8')) as BenchSpec;
+  const rr = await RingReduce.init();
+  const rows: BenchRow[] = [];
+  let idleCpuMs = 0;
+  try {
+    for (const op of spec.ops) for (const bytes of spec.sizes) rows.push(await measure(rr, spec, op, bytes));
+    // An idle job must use no CPU: measure this process (both threads) while nothing is pending.
+    const before = process.cpuUsage();
+    await new Promise((resolve) => setTimeout(resolve, kIdleProbeMs));
+    const used = process.cpuUsage(before);
+    idleCpuMs = (used.user + used.system) / 1000;
+  } finally {
+    await rr.shutdown();
+  }
+  const report: BenchReport = { rank: rr.rank(), size: rr.size(), rows, idleCpuMs };
+  writeFileSync(join(spec.outDir, `rank.${rr.rank()}.json`), JSON.stringify(report));
+}
+
+await main();

@@ -1,0 +1,53 @@
+/**
+ * What the bench driver (main.ts) hands every rank (rank.ts), and what each rank reports back.
+ * Sizes follow nccl-tests: the size of a row is the bytes of the collective's whole buffer
+ * (allgather: the gathered output, each rank contributing size / N).
+ */
+import type { DType } from '../src/api/types.js';
+
+export type BenchOp = 'allreduce' | 'allgather' | 'broadcast';
+export const kBenchOps: readonly BenchOp[] = ['allreduce', 'allgather', 'broadcast'];
+
+export interface BenchSpec {
+  ops: BenchOp[];
+  sizes: number[];
+  dtype: DType;
+  /** Timed iterations per size; 0 picks them from the size (about 64 MiB of data, 3..200). */
+  iterations: number;
+  warmup: number;
+  check: boolean;
+  /** Fresh output memory per call (the API default) instead of a reused `out` buffer. */
+  fresh: boolean;
+  /** Use the blocking ...Sync calls (shows the hand-off to the engine thread). */
+  sync: boolean;
+  /** Allreduce only: submit this many named tensors of the row's size together per iteration (fusion). */
+  tensors: number;
+  /** Where rank r writes its BenchReport: `${outDir}/rank.${r}.json`. */
+  outDir: string;
+}
+
+export interface BenchRow {
+  op: BenchOp;
+  bytes: number;
+  count: number;
+  iterations: number;
+  /** Mean time per call on this rank, microseconds. */
+  timeUs: number;
+  /** Result check on the last iteration: true, false, or null when disabled. */
+  ok: boolean | null;
+  /** Peak resident set size of this rank's process so far, bytes. */
+  maxRssBytes: number;
+}
+
+export interface BenchReport {
+  rank: number;
+  size: number;
+  rows: BenchRow[];
+  /** CPU time this rank's process used while idle for one second after the runs. */
+  idleCpuMs: number;
+}
+
+/** Timed iterations for a buffer of `bytes` when the user gave none. */
+export function autoIterations(bytes: number): number {
+  return Math.max(3, Math.min(200, Math.round((64 * 1024 * 1024) / Math.max(bytes, 1))));
+}

@@ -1,0 +1,72 @@
+/**
+ * Tensor fusion (Horovod's idea): allreduces that become ready together and agree on dtype and
+ * reduce op run as one collective over one buffer, so 100 small tensors pay one negotiation
+ * response, one ring and one set of message latencies instead of 100.
+ *
+ * How it works: rank 0 plans, right before it publishes a list of responses: consecutive
+ * allreduce responses with the same dtype and op are merged while their total stays at most
+ * `thresholdBytes` (RINGREDUCE_FUSION_THRESHOLD_BYTES). A tensor larger than the threshold runs
+ * alone, in place, without a copy. Every rank receives the merged response, so every rank packs
+ * the same tensors in the same order (`pack`), runs the allreduce on the packed buffer and
+ * copies the results back (`unpack`). The packed buffer comes from the engine's pool: a
+ * training loop reuses it every step and never touches fresh memory.
+ */
+import { bytesPerElement, constructorOf } from '../api/dtypes.js';
+import type { TypedArray } from '../api/types.js';
+import type { ExecuteResponse, Response } from './messages.js';
+
+/** Merges consecutive fusible responses; `elementsOf(name)` is the element count of a tensor. */
+export function planFusion(responses: Response[], elementsOf: (name: string) => number, thresholdBytes: number): Response[] {
+  if (thresholdBytes <= 0 || responses.length < 2) return responses;
+  const out: Response[] = [];
+  let open: ExecuteResponse | undefined;
+  let openBytes = 0;
+  for (const response of responses) {
+    const bytes = fusibleBytes(response, elementsOf);
+    if (bytes === undefined || bytes > thresholdBytes) {
+      out.push(response);
+      open = undefined;
+      continue;
+    }
+    const r = response as ExecuteResponse;
+    if (open && open.dtype === r.dtype && open.reduceOp === r.reduceOp && openBytes + bytes <= thresholdBytes) {
+      open.names.push(...r.names);
+      openBytes += bytes;
+      continue;
+    }
+    open = { ...r, names: [...r.names] };
+    openBytes = bytes;
+    out.push(open);
+  }
+  return out;
+}
+
+function fusibleBytes(response: Response, elementsOf: (name: string) => number): number | undefined {
+  if (response.kind !== 'execute' || response.op !== 'allreduce') return undefined;
+  let elements = 0;
+  for (const name of response.names) elements += elementsOf(name);
+  return elements * bytesPerElement(response.dtype);
+}
+
+/** Copies `parts` back to back into `into` (which has room for all of them). */
+export function pack(parts: readonly TypedArray[], into: TypedArray): void {
+  let offset = 0;
+  for (const part of parts) {
+    into.set(part as never, offset);
+    offset += part.length;
+  }
+}
+
+/** Copies the consecutive slices of `from` back into `parts`. */
+export function unpack(from: TypedArray, parts: readonly TypedArray[]): void {
+  let offset = 0;
+  for (const part of parts) {
+    part.set(from.subarray(offset, offset + part.length) as never);
+    offset += part.length;
+  }
+}
+
+/** A view of `elements` elements of `dtype` over the start of `buffer`. */
+export function fusedView(dtype: ExecuteResponse['dtype'], buffer: ArrayBuffer, elements: number): TypedArray {
+  return new (constructorOf(dtype))(buffer, 0, elements);
+}
