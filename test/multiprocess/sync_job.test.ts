@@ -30,6 +30,6 @@ test('sync collectives give the right results in every process, and engines prog
     assert.deepEqual(report.bcast, [kSize - 1, kSize - 1]);
     assert.equal(report.busyOk, true);
     if (report.rank !== 0)
-      assert.ok(report.elapsedMs < 1200, `rank ${report.rank} waited ${report.elapsedMs} ms for a blocked rank 0`);
+      assert.ok(report.elapsedMs < 2500, `rank ${report.rank} waited ${report.elapsedMs} ms for a blocked rank 0`);
   }
 });
