@@ -14,7 +14,9 @@
  * with that peer reject with PeerFailureError and the onPeerFailure handlers run. A rank that
  * dies is the launcher's business: Open MPI's mpirun kills the whole job with a message.
  */
+
 import { InvalidArgumentError, PeerFailureError, type RingReduceError, ShutdownError } from '../../api/errors.js';
+import { ControlInbox } from '../control_inbox.js';
 import type { ControlHandler, NativeCollectives, PeerFailureHandler, Transport } from '../transport.js';
 import { MpiCollectives } from './mpi_collectives.js';
 import { type OpContext, translateNativeError } from './mpi_errors.js';
@@ -34,8 +36,7 @@ export class MpiTransport implements Transport {
   private readonly comm: NativeComm;
   private readonly tagModulus: number;
   private readonly ioTimeoutMs: number;
-  private controlHandler: ControlHandler | null = null;
-  private readonly earlyControl: [number, Uint8Array][] = [];
+  private readonly controlInbox = new ControlInbox();
   private readonly failureHandlers: PeerFailureHandler[] = [];
   private readonly failures = new Map<number, PeerFailureError>();
   private closing: Promise<CloseResult> | null = null;
@@ -48,7 +49,7 @@ export class MpiTransport implements Transport {
     this.tagModulus = world.tagUpperBound + 1;
     this.comm = new binding.Comm({
       ioTimeoutMs: options.ioTimeoutMs,
-      onControl: (peer, payload) => this.deliverControl(peer, payload),
+      onControl: (peer, payload) => this.controlInbox.deliver(peer, payload),
       onLinkError: (peer, message) => this.failPeer(peer, `receiving a control message failed: ${message}`),
     });
     this.native = new MpiCollectives(binding, this.comm, world, options.ioTimeoutMs);
@@ -70,8 +71,7 @@ export class MpiTransport implements Transport {
   }
 
   onControl(handler: ControlHandler): void {
-    this.controlHandler = handler;
-    for (const [peer, payload] of this.earlyControl.splice(0)) this.callControl(handler, peer, payload);
+    this.controlInbox.setHandler(handler);
   }
 
   onPeerFailure(handler: PeerFailureHandler): void {
@@ -127,22 +127,6 @@ export class MpiTransport implements Transport {
           throw error;
         });
       }
-    }
-  }
-
-  private deliverControl(peer: number, payload: Uint8Array): void {
-    if (this.controlHandler) this.callControl(this.controlHandler, peer, payload);
-    else this.earlyControl.push([peer, payload]);
-  }
-
-  /** A throwing handler is the engine's bug, not the link's: rethrow it outside the addon's callback. */
-  private callControl(handler: ControlHandler, peer: number, payload: Uint8Array): void {
-    try {
-      handler(peer, payload);
-    } catch (error) {
-      queueMicrotask(() => {
-        throw error;
-      });
     }
   }
 }

@@ -29,9 +29,11 @@
  * itself waiting for the dead one. A clean `close()` sends a goodbye first, so peers see a
  * departure, not a failure, and pass nothing on.
  */
+
 import type net from 'node:net';
 import { InvalidArgumentError, PeerFailureError, ShutdownError, TimeoutError } from '../../api/errors.js';
 import type { PeerLink } from '../../rendezvous/mesh.js';
+import { ControlInbox } from '../control_inbox.js';
 import type { ControlHandler, PeerFailureHandler, Transport } from '../transport.js';
 import {
   type FrameLimits,
@@ -87,8 +89,7 @@ export class TcpTransport implements Transport {
   private readonly limits: FrameLimits;
   private readonly ioTimeoutMs: number;
   private readonly watchdog: Watchdog;
-  private controlHandler: ControlHandler | null = null;
-  private readonly earlyControl: [number, Uint8Array][] = [];
+  private readonly controlInbox = new ControlInbox();
   private readonly failureHandlers: PeerFailureHandler[] = [];
   private closing: Promise<void> | null = null;
   private readonly shareFate: boolean;
@@ -174,8 +175,7 @@ export class TcpTransport implements Transport {
   }
 
   onControl(handler: ControlHandler): void {
-    this.controlHandler = handler;
-    for (const [peer, payload] of this.earlyControl.splice(0)) this.callControl(handler, peer, payload);
+    this.controlInbox.setHandler(handler);
   }
 
   onPeerFailure(handler: PeerFailureHandler): void {
@@ -230,7 +230,7 @@ export class TcpTransport implements Transport {
       receiver: new PeerReceiver({
         limits: this.limits,
         who,
-        onControl: (payload) => this.deliverControl(link.peer, payload),
+        onControl: (payload) => this.controlInbox.deliver(link.peer, payload),
         onLink: (message, payload) => this.onLink(link.peer, message, payload),
         onViolation: (error) => fail(`sent a malformed frame: ${error.message}`),
       }),
@@ -329,22 +329,6 @@ export class TcpTransport implements Transport {
     const failure = new PeerFailureError(`rank ${rank} failed: ${reason} (reported by rank ${from})`, rank);
     if (!culprit.failure) this.markFailed(culprit, failure, true);
     this.breakAll(rank, failure, reason);
-  }
-
-  private deliverControl(peer: number, payload: Uint8Array): void {
-    if (this.controlHandler) this.callControl(this.controlHandler, peer, payload);
-    else this.earlyControl.push([peer, payload]);
-  }
-
-  /** A throwing handler is the engine's bug, not the link's: rethrow it outside the read path. */
-  private callControl(handler: ControlHandler, peer: number, payload: Uint8Array): void {
-    try {
-      handler(peer, payload);
-    } catch (error) {
-      queueMicrotask(() => {
-        throw error;
-      });
-    }
   }
 
   private expire(op: PendingOp, idleMs: number): void {
