@@ -12,7 +12,6 @@ export {
   resolveOptions,
 } from './options.js';
 export { recursiveDoublingAllreduce } from './recursive_doubling.js';
-export { createWasmKernels } from './reduce_wasm.js';
 export {
   divideInPlace,
   type ElementwiseOp,
@@ -21,6 +20,7 @@ export {
   reduceInto,
   selectKernel,
 } from './reduce.js';
+export { createWasmKernels } from './reduce_wasm.js';
 export { ringAllgather } from './ring_allgather.js';
 export { ringAllreduce } from './ring_allreduce.js';
 export {

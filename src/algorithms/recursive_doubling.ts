@@ -13,12 +13,10 @@
  * count is what costs: with 2 ranks this is one exchange instead of the ring's two. The executor
  * picks it below `latencyMaxBytes` (options.ts).
  */
-import { dtypeOf, isFloat } from '../api/dtypes.js';
-import { InvalidArgumentError } from '../api/errors.js';
 import type { ReduceOp, TypedArray } from '../api/types.js';
 import { bytesOf, type Transport } from '../transport/transport.js';
 import { type AlgorithmOptions, resolveOptions } from './options.js';
-import { divideInPlace } from './reduce.js';
+import { allreduceDType, divideInPlace } from './reduce.js';
 
 /**
  * Reduces `buf` element-wise across all ranks, in place. Every rank passes the same length,
@@ -34,9 +32,7 @@ export async function recursiveDoublingAllreduce(
   tag: number,
   options?: AlgorithmOptions,
 ): Promise<void> {
-  const dtype = dtypeOf(buf);
-  if (dtype === undefined) throw new InvalidArgumentError('buf must be a supported typed array');
-  if (op === 'average' && !isFloat(dtype)) throw new InvalidArgumentError(`op 'average' needs a float dtype, got ${dtype}`);
+  const dtype = allreduceDType(buf, op);
   const resolved = resolveOptions(options);
   const { rank, size } = transport;
   if (size === 1 || buf.length === 0) return;

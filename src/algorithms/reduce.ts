@@ -13,7 +13,7 @@
  * once per call through a KernelSelector, which is also the seam where a WebAssembly SIMD
  * implementation can replace these loops.
  */
-import { dtypeOf } from '../api/dtypes.js';
+import { dtypeOf, isFloat } from '../api/dtypes.js';
 import { InvalidArgumentError } from '../api/errors.js';
 import type { DType, ReduceOp, TypedArray } from '../api/types.js';
 
@@ -142,4 +142,12 @@ export function reduceInto(op: ElementwiseOp, dst: TypedArray, src: TypedArray, 
 /** Finishes an 'average': buf[offset + i] /= divisor. Dividing (not multiplying by 1/n) keeps it correctly rounded. */
 export function divideInPlace(buf: Float32Array | Float64Array, divisor: number, offset = 0, length = buf.length - offset): void {
   for (let i = 0; i < length; i++) buf[offset + i] /= divisor;
+}
+
+/** The dtype of an allreduce buffer, after checking that it and `op` go together. */
+export function allreduceDType(buf: TypedArray, op: ReduceOp): DType {
+  const dtype = dtypeOf(buf);
+  if (dtype === undefined) throw new InvalidArgumentError('buf must be a supported typed array');
+  if (op === 'average' && !isFloat(dtype)) throw new InvalidArgumentError(`op 'average' needs a float dtype, got ${dtype}`);
+  return dtype;
 }

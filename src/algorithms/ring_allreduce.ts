@@ -12,12 +12,10 @@
  * 'average' is a sum whose owned chunk each rank divides by N before the allgather, so every
  * rank divides 1/N of the data and all ranks end up with the same bits.
  */
-import { dtypeOf, isFloat } from '../api/dtypes.js';
-import { InvalidArgumentError } from '../api/errors.js';
 import type { ReduceOp, TypedArray } from '../api/types.js';
 import type { Transport } from '../transport/transport.js';
 import { type AlgorithmOptions, resolveOptions } from './options.js';
-import { divideInPlace } from './reduce.js';
+import { allreduceDType, divideInPlace } from './reduce.js';
 import { type FinishSegment, runRing } from './ring_schedule.js';
 import { evenBlocks } from './segments.js';
 
@@ -35,11 +33,7 @@ export async function ringAllreduce(
   tag: number,
   options?: AlgorithmOptions,
 ): Promise<void> {
-  const dtype = dtypeOf(buf);
-  if (dtype === undefined) throw new InvalidArgumentError('buf must be a supported typed array');
-  if (op === 'average' && !isFloat(dtype)) {
-    throw new InvalidArgumentError(`op 'average' needs a float dtype, got ${dtype}`);
-  }
+  const dtype = allreduceDType(buf, op);
   const resolved = resolveOptions(options);
   const size = transport.size;
   if (size === 1 || buf.length === 0) return;

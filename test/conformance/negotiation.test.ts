@@ -6,18 +6,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { InvalidArgumentError, MismatchError, TimeoutError } from '../../src/api/errors.js';
 import type { RingReduce } from '../../src/api/runtime.js';
+import { shuffled } from '../helpers/shuffle.js';
 import { startWorld, stopWorld } from '../helpers/world.js';
-
-function shuffled<T>(items: readonly T[], seed: number): T[] {
-  const out = [...items];
-  let s = seed;
-  for (let i = out.length - 1; i > 0; i--) {
-    s = (s * 1103515245 + 12345) & 0x7fffffff;
-    const j = s % (i + 1);
-    [out[i], out[j]] = [out[j] as T, out[i] as T];
-  }
-  return out;
-}
 
 async function expectSameRejection(promises: Promise<unknown>[], kind: new (...args: never[]) => Error, pattern: RegExp) {
   const settled = await Promise.allSettled(promises);
