@@ -17,16 +17,20 @@ import { autoIterations, type BenchOp, type BenchReport, type BenchRow, type Ben
 const kRoot = 0;
 const kIdleProbeMs = 1000;
 
-/** `out` (a reused output) or undefined for fresh memory per call, the API's default. */
+/**
+ * `out` (a reused output) or undefined for fresh memory per call, the API's default. Each call
+ * is named, as a training loop names its gradients, so repeated calls hit the response cache.
+ */
 async function runOne(rr: RingReduce, spec: BenchSpec, op: BenchOp, input: TypedArray, out: TypedArray | undefined) {
+  const name = `bench/${op}/${input.byteLength}`;
   if (spec.sync) {
-    if (op === 'allreduce') return rr.allreduceSync(input, out ? { out } : {});
-    if (op === 'allgather') return rr.allgatherSync(input);
-    return rr.broadcastSync(input, out ? { root: kRoot, out } : { root: kRoot });
+    if (op === 'allreduce') return rr.allreduceSync(input, out ? { name, out } : { name });
+    if (op === 'allgather') return rr.allgatherSync(input, { name });
+    return rr.broadcastSync(input, out ? { name, root: kRoot, out } : { name, root: kRoot });
   }
-  if (op === 'allreduce') return rr.allreduce(input, out ? { out } : {});
-  if (op === 'allgather') return rr.allgather(input);
-  return rr.broadcast(input, out ? { root: kRoot, out } : { root: kRoot });
+  if (op === 'allreduce') return rr.allreduce(input, out ? { name, out } : { name });
+  if (op === 'allgather') return rr.allgather(input, { name });
+  return rr.broadcast(input, out ? { name, root: kRoot, out } : { name, root: kRoot });
 }
 
 /** `tensors` allreduces submitted together, as a training step submits its gradients. */

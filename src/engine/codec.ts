@@ -1,8 +1,9 @@
 /**
  * Binary codec of the control messages (see messages.ts).
  *
- * Layout: one byte of message type, then the body. A request starts with a form byte (0 full,
- * 1 a u32 cache id); a response with its kind (0 execute, 1 error, 2 a list of u32 cache ids). Strings are a u32 byte length and UTF-8;
+ * Layout: one byte of message type, then the body. A response starts with its kind (0 execute,
+ * 1 error, 2 a list of u32 cache ids); a ready report is its round and a bit-vector of cache ids
+ * (bit i of byte i >> 3 is id i), so a hundred ready tensors cost 13 bytes. Strings are a u32 byte length and UTF-8;
  * numbers are little-endian; dimensions are f64 so any safe integer fits. The decoder checks
  * every length against the bytes it has and throws ProtocolError on anything malformed: a peer
  * can never make it read out of bounds or allocate without limit.
@@ -11,9 +12,9 @@
 import { kDTypes } from '../api/dtypes.js';
 import { type ErrorClassName, ProtocolError } from '../api/errors.js';
 import type { CollectiveOp, DType, ReduceOp } from '../api/types.js';
-import type { ControlMessage, WireRequest, WireResponse } from './messages.js';
+import type { ControlMessage, Request, WireResponse } from './messages.js';
 
-const kTypes = ['requests', 'responses', 'shutdown', 'shutdown-ack'] as const;
+const kTypes = ['requests', 'responses', 'ready', 'shutdown', 'shutdown-ack'] as const;
 const kOps: readonly CollectiveOp[] = ['allreduce', 'allgather', 'broadcast', 'barrier'];
 const kReduceOps: readonly ReduceOp[] = ['sum', 'average', 'min', 'max', 'product'];
 const kErrorKinds: readonly ErrorClassName[] = [
@@ -67,6 +68,12 @@ class Writer {
     this.bytes.set(encoded, this.offset);
     this.offset += encoded.length;
   }
+  bytesOf(b: Uint8Array): void {
+    this.u32(b.length);
+    this.reserve(b.length);
+    this.bytes.set(b, this.offset);
+    this.offset += b.length;
+  }
   finish(): Uint8Array {
     return this.bytes.slice(0, this.offset);
   }
@@ -118,6 +125,13 @@ class Reader {
       throw new ProtocolError(`control message has invalid UTF-8 in ${what}`);
     }
   }
+  bytesOf(what: string): Uint8Array {
+    const n = this.u32(`${what} length`);
+    this.need(n, what);
+    const s = this.offset;
+    this.offset += n;
+    return this.bytes.subarray(s, s + n);
+  }
   /** A count of items that each take at least `minBytes`: bounded by what is left. */
   count(what: string, minBytes: number): number {
     const n = this.u32(what);
@@ -148,13 +162,7 @@ function code<T>(table: readonly T[], value: T): number {
   return table.indexOf(value);
 }
 
-function writeRequest(w: Writer, r: WireRequest): void {
-  if ('cached' in r) {
-    w.u8(1);
-    w.u32(r.cached);
-    return;
-  }
-  w.u8(0);
+function writeRequest(w: Writer, r: Request): void {
   w.str(r.name);
   w.u8(code(kOps, r.op));
   w.u8(code(kDTypes, r.dtype));
@@ -164,10 +172,7 @@ function writeRequest(w: Writer, r: WireRequest): void {
   for (const d of r.shape) w.f64(d);
 }
 
-function readRequest(r: Reader): WireRequest {
-  const form = r.u8('request form');
-  if (form === 1) return { cached: r.u32('cache id') };
-  if (form !== 0) throw new ProtocolError(`control message has unknown request form ${form}`);
+function readRequest(r: Reader): Request {
   const name = r.str('tensor name');
   const op = r.enumOf(kOps, 'op');
   const dtype = r.enumOf(kDTypes, 'dtype') as DType;
@@ -236,8 +241,14 @@ export function encodeControl(message: ControlMessage): Uint8Array {
     w.u32(message.requests.length);
     for (const r of message.requests) writeRequest(w, r);
   } else if (message.type === 'responses') {
+    w.u32(message.afterRounds);
+    w.u32(message.evict.length);
+    for (const id of message.evict) w.u32(id);
     w.u32(message.responses.length);
     for (const r of message.responses) writeResponse(w, r);
+  } else if (message.type === 'ready') {
+    w.u32(message.round);
+    w.bytesOf(bitVectorOf(message.ids));
   }
   return w.finish();
 }
@@ -247,18 +258,45 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
   const type = r.enumOf(kTypes, 'message type');
   let message: ControlMessage;
   if (type === 'requests') {
-    const n = r.count('requests', 5);
-    const requests: WireRequest[] = [];
+    const n = r.count('requests', 12);
+    const requests: Request[] = [];
     for (let i = 0; i < n; i++) requests.push(readRequest(r));
     message = { type, requests };
   } else if (type === 'responses') {
+    const afterRounds = r.u32('round count');
+    const evicted = r.count('evicted ids', 4);
+    const evict: number[] = [];
+    for (let i = 0; i < evicted; i++) evict.push(r.u32('evicted id'));
     const n = r.count('responses', 5);
     const responses: WireResponse[] = [];
     for (let i = 0; i < n; i++) responses.push(readResponse(r));
-    message = { type, responses };
+    message = { type, afterRounds, evict, responses };
+  } else if (type === 'ready') {
+    const round = r.u32('round');
+    message = { type, round, ids: idsOf(r.bytesOf('ready bit-vector')) };
   } else {
     message = { type };
   }
   r.end();
   return message;
+}
+
+/** The bit-vector of `ids` (non-negative integers). */
+function bitVectorOf(ids: readonly number[]): Uint8Array {
+  let max = -1;
+  for (const id of ids) if (id > max) max = id;
+  const bits = new Uint8Array((max + 8) >> 3);
+  for (const id of ids) bits[id >> 3] = (bits[id >> 3] as number) | (1 << (id & 7));
+  return bits;
+}
+
+/** The ids set in a bit-vector, ascending. */
+function idsOf(bits: Uint8Array): number[] {
+  const ids: number[] = [];
+  for (let byte = 0; byte < bits.length; byte++) {
+    const b = bits[byte] as number;
+    if (b === 0) continue;
+    for (let bit = 0; bit < 8; bit++) if (b & (1 << bit)) ids.push(byte * 8 + bit);
+  }
+  return ids;
 }

@@ -8,7 +8,10 @@
  * Stalls: the StallInspector (observability/stall_inspector.ts) watches the waiting names. After
  * `stallWarningMs` it logs which ranks have not submitted which names; after `stallTimeoutMs`
  * the coordinator fails the name on every rank with a TimeoutError that names the ranks that
- * did and did not submit it. An idle job has no timer at all.
+ * did and did not submit it. An idle job has no timer at all. Cached collectives never reach
+ * the coordinator (ranks agree on them in ready rounds), so rank 0's engine tells it, after
+ * each round, which cached names some ranks have ready and others not (`watchCached`): those
+ * stall and time out exactly like the others.
  */
 import type { Logger } from '../observability/logger.js';
 import { type StalledName, StallInspector } from '../observability/stall_inspector.js';
@@ -37,6 +40,8 @@ export interface CoordinatorOptions {
 export class Coordinator {
   // A Map iterates in insertion order, so the first entry is always the oldest waiting name.
   private readonly pending = new Map<string, Pending>();
+  /** Cached names some ranks have ready, as of the last ready round (see watchCached). */
+  private cached = new Map<string, Pending>();
   private readonly shutdownRanks = new Set<number>();
   private readonly stalls: StallInspector;
   private readonly now: () => number;
@@ -48,7 +53,7 @@ export class Coordinator {
       timeoutMs: options.stallTimeoutMs,
       logger: options.logger,
       now: this.now,
-      waiting: () => this.pending.entries(),
+      waiting: () => this.waiting(),
       onTimeout: (stalled) => this.failStalled(stalled),
     });
   }
@@ -64,6 +69,22 @@ export class Coordinator {
     this.stalls.update();
   }
 
+  /**
+   * The cached names that, after the last ready round, some ranks have ready and others not,
+   * with the ranks that have them. Replaces the previous list; a name keeps its first time.
+   */
+  watchCached(names: readonly { request: Request; ranks: readonly number[] }[]): void {
+    const next = new Map<string, Pending>();
+    for (const { request, ranks } of names) {
+      const requests: (Request | undefined)[] = new Array(this.options.size).fill(undefined);
+      for (const rank of ranks) requests[rank] = request;
+      const since = this.cached.get(request.name)?.since ?? this.now();
+      next.set(request.name, { requests, count: ranks.length, since });
+    }
+    this.cached = next;
+    this.stalls.update();
+  }
+
   onShutdown(rank: number): void {
     this.shutdownRanks.add(rank);
     if (this.shutdownRanks.size === this.options.size) this.options.publishShutdown();
@@ -71,12 +92,19 @@ export class Coordinator {
 
   /** Names some rank has reported and not every rank has (for diagnostics). */
   waitingNames(): string[] {
-    return [...this.pending.keys()];
+    return [...this.pending.keys(), ...this.cached.keys()];
   }
 
   close(): void {
     this.stalls.close();
     this.pending.clear();
+    this.cached.clear();
+  }
+
+  /** Every waiting name, oldest first within each kind. */
+  private *waiting(): Iterable<[string, Pending]> {
+    yield* this.pending.entries();
+    yield* this.cached.entries();
   }
 
   private add(rank: number, request: Request): Response | undefined {
@@ -103,7 +131,10 @@ export class Coordinator {
   }
 
   private failStalled(stalled: readonly StalledName[]): void {
-    for (const { name } of stalled) this.pending.delete(name);
+    for (const { name } of stalled) {
+      this.pending.delete(name);
+      this.cached.delete(name);
+    }
     this.options.publish(
       stalled.map(({ name, message }) => ({ kind: 'error', names: [name], errorKind: 'TimeoutError', message })),
     );

@@ -3,6 +3,11 @@
  *
  *   enqueue → report to the coordinator → agreed response → execute → settle
  *
+ * where a request the response cache knows skips rank 0: it joins this rank's ready set and
+ * is agreed in a ready round among all ranks (ready_rounds.ts). Rank 0's responses carry the
+ * number of rounds after which they run, so the two streams interleave identically on every
+ * rank and every rank executes one agreed sequence.
+ *
  * and owns the stages (TensorQueue, Coordinator on rank 0, Executor) and the transport. It
  * wakes only on events: a request from the caller's thread, a control message from a peer, a
  * finished algorithm or a timer with a deadline; an idle engine uses no CPU.
@@ -24,12 +29,20 @@ import { decodeControl, encodeControl } from './codec.js';
 import { Coordinator } from './coordinator.js';
 import { Executor } from './executor.js';
 import { planFusion } from './fusion.js';
-import type { ControlMessage, ExecuteResponse, Request, Response } from './messages.js';
+import type { ControlMessage, ExecuteResponse, Request, Response, WireResponse } from './messages.js';
+import { type ClosedRound, ReadyRounds } from './ready_rounds.js';
 import { ResponseCache } from './response_cache.js';
 import { type Entry, TensorQueue } from './tensor_queue.js';
 import type { FromEngine } from './worker_protocol.js';
 
 const kCoordinator = 0;
+
+/** A batch of rank 0's decisions, as received (cache ids expanded). */
+interface Decision {
+  afterRounds: number;
+  evict: number[];
+  responses: Response[];
+}
 
 export class Engine {
   private readonly queue = new TensorQueue();
@@ -47,7 +60,16 @@ export class Engine {
   private lastPublish: Promise<unknown> = Promise.resolve();
   private readonly timeline: Timeline | undefined;
   private readonly cache: ResponseCache;
+  private readonly rounds: ReadyRounds;
+  /** Rank 0's decisions received and not yet run: each waits until its round count is reached. */
+  private readonly decisions: Decision[] = [];
+  private advancing = false;
+  private advanceAgain = false;
+  /** Rank 0: what it will publish next (the coordinator's responses, cache evictions). */
+  private readonly undecided: { responses: Response[]; evict: number[] } = { responses: [], evict: [] };
   private readonly reclaimer = new SharedMemoryReclaimer();
+  /** Ready rounds closed and rank 0 decisions run (for tests and diagnostics). */
+  readonly negotiation = { rounds: 0, agreedInRounds: 0, decisions: 0 };
 
   constructor(
     private readonly config: Config,
@@ -56,6 +78,9 @@ export class Engine {
     private readonly logger: Logger,
   ) {
     this.cache = new ResponseCache(config.cacheCapacity);
+    this.rounds = new ReadyRounds(config.rank, config.size, (round, ids) =>
+      this.broadcastControl({ type: 'ready', round, ids: [...ids] }),
+    );
     if (config.timeline) {
       const path = config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline;
       this.timeline = new Timeline(path, config.rank);
@@ -70,8 +95,11 @@ export class Engine {
         size: config.size,
         stallTimeoutMs: config.stallTimeoutMs,
         stallWarningMs: config.stallWarningMs,
-        publish: (responses) => this.publish({ type: 'responses', responses: this.fuse(responses) }),
-        publishShutdown: () => this.publish({ type: 'shutdown-ack' }),
+        publish: (responses) => this.decide(responses),
+        publishShutdown: () => {
+          this.lastPublish = this.broadcastControl({ type: 'shutdown-ack' });
+          this.shutdownAcked?.();
+        },
         logger,
       });
     }
@@ -135,15 +163,81 @@ export class Engine {
     const requests = this.outbox;
     this.outbox = [];
     if (this.timeline) this.markPhase(requests, 'QUEUE', 'queuedUs', 'reportedUs');
-    if (this.coordinator) {
-      this.coordinator.onRequests(this.config.rank, requests);
+    const uncached: Request[] = [];
+    for (const request of requests) {
+      const id = this.cache.idOf(request);
+      if (id === undefined) uncached.push(request);
+      else this.rounds.add(id);
+    }
+    if (uncached.length > 0) this.sendToCoordinator({ type: 'requests', requests: uncached });
+    this.advance();
+  }
+
+  /**
+   * Runs what can run: rank 0's decisions whose round has come, and ready rounds as they close,
+   * in that interleaving. Called after anything that may let a round open or close.
+   */
+  private advance(): void {
+    // Re-entered from within (rank 0 deciding while it runs a decision): let the outer loop go on.
+    if (this.advancing) {
+      this.advanceAgain = true;
       return;
     }
-    const wire = requests.map((r) => {
-      const id = this.cache.idOf(r);
-      return id === undefined ? r : { cached: id };
-    });
-    this.sendToCoordinator({ type: 'requests', requests: wire });
+    this.advancing = true;
+    try {
+      do {
+        this.advanceAgain = false;
+        for (;;) {
+          const next = this.decisions[0];
+          if (next !== undefined && next.afterRounds <= this.rounds.closed) {
+            this.decisions.shift();
+            this.runDecision(next);
+            continue;
+          }
+          if (this.failure) return;
+          const closed = this.rounds.advance();
+          if (!closed) break;
+          this.onRoundClosed(closed);
+        }
+      } while (this.advanceAgain);
+    } finally {
+      this.advancing = false;
+    }
+  }
+
+  private onRoundClosed(round: ClosedRound): void {
+    this.negotiation.rounds++;
+    const responses: ExecuteResponse[] = [];
+    const elements = new Map<string, number>();
+    for (const id of round.agreed) {
+      // Agreed means this rank reported it too, so it holds it (an evicted id is blocked).
+      const request = this.cache.request(id);
+      const response = this.cache.expand([id]);
+      if (!request || !response) continue;
+      responses.push(response);
+      elements.set(
+        request.name,
+        request.shape.reduce((a, b) => a * b, 1),
+      );
+    }
+    this.negotiation.agreedInRounds += responses.length;
+    if (this.coordinator) {
+      const waiting: { request: Request; ranks: readonly number[] }[] = [];
+      for (const [id, ranks] of round.partial) {
+        const request = this.cache.request(id);
+        if (request) waiting.push({ request, ranks });
+      }
+      this.coordinator.watchCached(waiting);
+    }
+    for (const response of planFusion(responses, (name) => elements.get(name) ?? 0, this.config.fusionThresholdBytes)) {
+      this.schedule(response);
+    }
+  }
+
+  /** Rank 0: publishes the coordinator's responses (and any pending evictions) to every rank. */
+  private decide(responses: Response[]): void {
+    this.undecided.responses.push(...this.fuse(responses));
+    this.publishDecisions();
   }
 
   /** Rank 0: merges responses that can run as one (fusion.ts); the sizes come from its own queue. */
@@ -177,24 +271,37 @@ export class Engine {
     this.transport.sendControl(kCoordinator, encodeControl(message)).catch((error) => this.fail(error));
   }
 
-  /** Sends a coordinator message to every rank, this one included; cached responses travel as ids. */
-  private publish(message: ControlMessage): void {
-    let wire = message;
-    if (message.type === 'responses') {
-      const responses = message.responses.map((r) => {
-        const ids = this.cache.idsFor(r as Response);
-        return ids ? { kind: 'cached' as const, ids } : r;
-      });
-      wire = { type: 'responses', responses };
-    }
-    const bytes = encodeControl(wire);
+  /**
+   * Rank 0: sends what it decided to every rank, this one included. The decisions run once a
+   * rank has closed as many ready rounds as rank 0 has reached: if rank 0 has contributed to the
+   * open round, a peer may close that round before this message arrives but not the next one
+   * (rank 0's contribution to it travels behind this message), so every rank runs the decisions
+   * between the same two rounds.
+   */
+  private publishDecisions(): void {
+    const { responses, evict } = this.undecided;
+    if (responses.length === 0 && evict.length === 0) return;
+    this.undecided.responses = [];
+    this.undecided.evict = [];
+    const afterRounds = this.rounds.closed + (this.rounds.contributedToOpenRound ? 1 : 0);
+    const wire: WireResponse[] = responses.map((r) => {
+      const ids = this.cache.idsFor(r);
+      return ids ? { kind: 'cached' as const, ids } : r;
+    });
+    this.lastPublish = this.broadcastControl({ type: 'responses', afterRounds, evict, responses: wire });
+    this.decisions.push({ afterRounds, evict, responses });
+    this.advance();
+  }
+
+  /** Sends `message` to every peer still in the job; settles once the OS has them all. */
+  private broadcastControl(message: ControlMessage): Promise<unknown> {
+    const bytes = encodeControl(message);
     const sends: Promise<void>[] = [];
     for (let peer = 0; peer < this.config.size; peer++) {
       if (peer === this.config.rank || this.failedPeers.has(peer)) continue;
       sends.push(this.transport.sendControl(peer, bytes).catch((error) => this.fail(error)));
     }
-    this.lastPublish = Promise.all(sends);
-    this.handleAtRank(message);
+    return Promise.all(sends);
   }
 
   private onControl(peer: number, payload: Uint8Array): void {
@@ -206,40 +313,72 @@ export class Engine {
       return;
     }
     if (message.type === 'requests' || message.type === 'shutdown') this.handleAtCoordinator(peer, message);
+    else if (message.type === 'ready') this.onReady(peer, message.round, message.ids);
     else if (peer === kCoordinator) this.handleAtRank(message);
+  }
+
+  private onReady(peer: number, round: number, ids: number[]): void {
+    try {
+      this.rounds.onContribution(peer, round, ids);
+    } catch (error) {
+      this.fail(new PeerFailureError((error as Error).message, peer));
+      return;
+    }
+    this.advance();
   }
 
   private handleAtCoordinator(rank: number, message: ControlMessage): void {
     if (!this.coordinator) return;
     if (message.type === 'requests') {
-      const requests: Request[] = [];
-      for (const r of message.requests) {
-        const request = 'cached' in r ? this.cache.request(r.cached) : r;
-        if (!request) {
-          this.badCacheId(rank);
-          return;
-        }
-        requests.push(request);
+      // A cached name asked for with other parameters: every rank drops it from its cache at
+      // one agreed place, and ranks holding it ready send it here in full (runDecision).
+      for (const request of message.requests) {
+        const id = this.cache.idOfName(request.name);
+        if (id !== undefined && !this.undecided.evict.includes(id)) this.undecided.evict.push(id);
       }
-      this.coordinator.onRequests(rank, requests);
+      this.coordinator.onRequests(rank, message.requests);
+      this.publishDecisions();
     } else if (message.type === 'shutdown') this.coordinator.onShutdown(rank);
   }
 
   private handleAtRank(message: ControlMessage): void {
     if (message.type === 'responses') {
+      const responses: Response[] = [];
       for (const r of message.responses) {
         const response = r.kind === 'cached' ? this.cache.expand(r.ids) : r;
         if (!response) {
           this.badCacheId(kCoordinator);
           return;
         }
-        // Learned in response order on every rank, so every rank assigns the same ids.
-        if (response.kind === 'execute') this.cache.learn(response.names.map((name) => this.queue.get(name)?.request));
-        this.schedule(response);
+        responses.push(response);
       }
+      this.decisions.push({ afterRounds: message.afterRounds, evict: message.evict, responses });
+      this.advance();
     } else if (message.type === 'shutdown-ack') {
       this.shutdownAcked?.();
     }
+  }
+
+  /** Runs one batch of rank 0's decisions, at its agreed place (see publishDecisions). */
+  private runDecision(decision: Decision): void {
+    this.negotiation.decisions++;
+    const resend: Request[] = [];
+    for (const id of decision.evict) {
+      const request = this.cache.request(id);
+      this.cache.evict(id);
+      this.rounds.block(id);
+      if (request && this.rounds.has(id)) {
+        this.rounds.remove(id);
+        const entry = this.queue.get(request.name);
+        if (entry) resend.push(entry.request);
+      }
+    }
+    for (const r of decision.responses) {
+      // Learned in decision order on every rank, so every rank assigns the same ids.
+      if (r.kind === 'execute') this.cache.learn(r.names.map((name) => this.queue.get(name)?.request));
+      this.schedule(r);
+    }
+    if (resend.length > 0) this.sendToCoordinator({ type: 'requests', requests: resend });
   }
 
   private schedule(response: Response): void {
@@ -248,6 +387,12 @@ export class Engine {
       for (const name of response.names) {
         const entry = this.queue.take(name);
         if (entry) this.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
+        // A cached tensor that stalled: it leaves the ready set on every rank at this same place.
+        const id = this.cache.idOfName(name);
+        if (id !== undefined) {
+          this.rounds.remove(id);
+          this.rounds.block(id);
+        }
       }
       return;
     }
@@ -294,7 +439,7 @@ export class Engine {
   }
 
   private badCacheId(peer: number): void {
-    this.fail(new PeerFailureError(`rank ${peer} sent a response cache id this rank never assigned`, peer));
+    this.fail(new PeerFailureError(`rank ${peer} sent a response cache id this rank does not hold`, peer));
   }
 
   /** Requests and responses that travelled as cache ids (for tests and diagnostics). */
@@ -325,6 +470,7 @@ export class Engine {
 
   private failAll(error: RingReduceError): void {
     this.outbox = [];
+    this.rounds.clear();
     for (const entry of this.queue.drain()) this.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
   }
 }

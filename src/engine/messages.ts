@@ -3,7 +3,8 @@
  *
  * A rank reports the collectives it has ready as a RequestList (the end of the list is the
  * "DONE" marker of the seed's protocol); the coordinator answers every rank with the same
- * ResponseList, whose order is the order in which all ranks execute.
+ * ResponseList, whose order is the order in which all ranks execute. Collectives the response
+ * cache knows skip rank 0: ranks agree on them among themselves in ready rounds.
  */
 import type { ErrorClassName } from '../api/errors.js';
 import type { CollectiveOp, DType, ReduceOp } from '../api/types.js';
@@ -41,13 +42,20 @@ export interface ErrorResponse {
 
 export type Response = ExecuteResponse | ErrorResponse;
 
-/** On the wire, a request or response the response cache holds travels as ids (response_cache.ts). */
-export type WireRequest = Request | { cached: number };
+/** On the wire, a response the response cache holds travels as its ids (response_cache.ts). */
 export type WireResponse = Response | { kind: 'cached'; ids: number[] };
 
 export type ControlMessage =
-  | { type: 'requests'; requests: WireRequest[] }
-  | { type: 'responses'; responses: WireResponse[] }
+  /** A rank's newly ready requests that are not in the response cache, to rank 0. */
+  | { type: 'requests'; requests: Request[] }
+  /**
+   * Rank 0's decisions, to every rank. They run once the receiving rank has closed
+   * `afterRounds` ready rounds (ready_rounds.ts), which puts them at the same place among the
+   * cached collectives on every rank. `evict`: cache ids that leave the cache first.
+   */
+  | { type: 'responses'; afterRounds: number; evict: number[]; responses: WireResponse[] }
+  /** A rank's contribution to a ready round: the cache ids it has ready. */
+  | { type: 'ready'; round: number; ids: number[] }
   /** A rank's shutdown() reached its engine; the coordinator answers shutdown-ack once all did. */
   | { type: 'shutdown' }
   | { type: 'shutdown-ack' };

@@ -1,23 +1,24 @@
 /**
- * The response cache (Horovod's idea, simplified to our star negotiation): a training loop
- * submits the same tensors with the same parameters every step, so after the first step a rank
- * reports each of them as a 4-byte cache id instead of its name, dtype and shape, and rank 0
- * answers with ids too. Rank 0 turns the ids back into the very requests it validated before.
+ * The response cache (Horovod's idea): a training loop submits the same tensors with the same
+ * parameters every step, so once a tensor has run, every rank knows it by the same small id and
+ * the ranks agree on it among themselves with a bit-vector of ready ids (ready_rounds.ts),
+ * without rank 0; rank 0's own responses travel as ids too when they can.
  *
- * How it stays identical on every rank: ids are handed out in the order in which execute
- * responses are handled, which is the same on every rank (one ordered response stream), and an
- * id is never reused or changed: when the cache is full, new names are simply not cached, and
- * a request whose parameters differ from its cached ones travels in full. So an id a rank sends
- * was assigned by a response rank 0 handled before it, and rank 0 knows it.
+ * How it stays identical on every rank: ids are handed out in the order in which rank 0's
+ * execute responses are handled, which is the same on every rank, and an id is never reused:
+ * when the cache is full, new names are simply not cached. A request whose parameters differ
+ * from its cached ones goes to rank 0 in full; rank 0 then evicts the id on every rank at one
+ * agreed place (engine.ts), and the name may be learned again under a new id.
  *
- * Allgather is not cached: its agreed response carries every rank's first dimension, which may
- * change from step to step.
+ * Not cached: allgather (its response carries every rank's first dimension, which may change
+ * from step to step) and unnamed calls (their generated names never repeat).
  */
 import type { ExecuteResponse, Request, Response } from './messages.js';
 
 export class ResponseCache {
   private readonly byName = new Map<string, number>();
-  private readonly byId: Request[] = [];
+  /** Undefined once evicted. */
+  private readonly byId: (Request | undefined)[] = [];
   /** Requests and responses sent as ids (for tests and diagnostics). */
   readonly hits = { requests: 0, responses: 0 };
 
@@ -35,15 +36,33 @@ export class ResponseCache {
     return id;
   }
 
-  /** The request cached under `id`, or undefined for an id this rank never assigned. */
+  /** The id under which `name` is cached, whatever its parameters. */
+  idOfName(name: string): number | undefined {
+    return this.byName.get(name);
+  }
+
+  /** The request cached under `id`, or undefined for an id this rank never assigned or evicted. */
   request(id: number): Request | undefined {
     return this.byId[id];
+  }
+
+  /** Whether `id` was ever assigned (evicted or not). */
+  assigned(id: number): boolean {
+    return id < this.byId.length;
+  }
+
+  /** Takes `id` out of the cache for good; its name may be learned again under a new id. */
+  evict(id: number): void {
+    const request = this.byId[id];
+    if (!request) return;
+    this.byId[id] = undefined;
+    this.byName.delete(request.name);
   }
 
   /** Remembers the requests of an execute response; called in response order on every rank. */
   learn(requests: readonly (Request | undefined)[]): void {
     for (const request of requests) {
-      if (!request || request.op === 'allgather' || this.byName.has(request.name)) continue;
+      if (!request || request.op === 'allgather' || isUnnamed(request.name) || this.byName.has(request.name)) continue;
       if (this.byId.length >= this.capacity) return;
       this.byName.set(request.name, this.byId.length);
       this.byId.push(request);
@@ -81,6 +100,13 @@ export class ResponseCache {
     };
   }
 }
+
+/** Names the API generates for unnamed calls (`allreduce#12`): each is used once. */
+function isUnnamed(name: string): boolean {
+  return kUnnamed.test(name);
+}
+
+const kUnnamed = /^(allreduce|allgather|broadcast|barrier)#\d+$/;
 
 function sameParameters(request: Request, response: ExecuteResponse): boolean {
   return (

@@ -100,3 +100,98 @@ describe('negotiation on 4 ranks', () => {
     await assert.rejects(rr.broadcast(new Int32Array(1), { root: 9 }), /option 'root' must be an integer rank in \[0, 3\]/);
   });
 });
+
+describe('negotiation of cached tensors (ready rounds, without rank 0) on 4 ranks', () => {
+  let world: RingReduce[] = [];
+  before(async () => {
+    world = await startWorld(4, { stallTimeoutMs: 1500 });
+  });
+  after(async () => {
+    await stopWorld(world);
+  });
+
+  /** One training step: every rank submits `names` in its own order; returns each rank's outputs by name. */
+  function step(names: readonly string[], seed: number, value: (rank: number, i: number) => number) {
+    return Promise.all(
+      world.map((rr, rank) =>
+        Promise.all(
+          shuffled(names, seed * 31 + rank).map(async (name) => {
+            const i = names.indexOf(name);
+            if (i % 3 === 2) return [name, await rr.broadcast(new Int32Array(8 + i).fill(value(rank, i)), { name, root: i % 4 })] as const;
+            const op = i % 3 === 1 ? 'max' : 'sum';
+            return [name, await rr.allreduce(new Float64Array(8 + i).fill(value(rank, i)), { name, op })] as const;
+          }),
+        ),
+      ),
+    );
+  }
+
+  test('a training loop: 8 steps of 30 tensors in different orders per rank and step, all correct', async () => {
+    const names = Array.from({ length: 30 }, (_, i) => `net/layer${i}`);
+    for (let s = 0; s < 8; s++) {
+      const value = (rank: number, i: number) => rank * 10 + i + s;
+      const results = await step(names, s, value);
+      for (const perRank of results) {
+        for (const [name, out] of perRank) {
+          const i = names.indexOf(name);
+          const expected = i % 3 === 2 ? value(i % 4, i) : i % 3 === 1 ? value(3, i) : [0, 1, 2, 3].reduce((a, r) => a + value(r, i), 0);
+          assert.equal(out.length, 8 + i);
+          assert.ok(
+            out.every((v) => v === expected),
+            `step ${s} ${name}: ${out[0]} != ${expected}`,
+          );
+        }
+      }
+    }
+  });
+
+  test('a cached tensor submitted with another shape on one rank fails on every rank alike; the job goes on', async () => {
+    const run = (shapeOf: (rank: number) => number[]) =>
+      world.map((rr, rank) => rr.allreduce({ data: new Float32Array(6).fill(1), shape: shapeOf(rank) }, { name: 'cached/sh' }));
+    for (let i = 0; i < 2; i++) for (const out of await Promise.all(run(() => [2, 3]))) assert.equal(out.data[0], 4);
+    await expectSameRejection(
+      run((rank) => (rank === 1 ? [3, 2] : [2, 3])),
+      MismatchError,
+      /shapes for tensor 'cached\/sh'/,
+    );
+    for (let i = 0; i < 2; i++) for (const out of await Promise.all(run(() => [2, 3]))) assert.equal(out.data[0], 4);
+    // Every rank changes the shape at once: no error, the new shape is learned.
+    for (let i = 0; i < 2; i++) for (const out of await Promise.all(run(() => [6]))) assert.equal(out.data[5], 4);
+  });
+
+  test('a cached tensor some ranks stop submitting fails on the others with the missing ranks named', async () => {
+    const all = () => Promise.all(world.map((rr) => rr.allreduce(new Float32Array([1]), { name: 'cached/lonely' })));
+    await all();
+    await all();
+    const partial = world.slice(1, 3).map((rr) => rr.allreduce(new Float32Array(1), { name: 'cached/lonely' }));
+    await expectSameRejection(
+      partial,
+      TimeoutError,
+      /'cached\/lonely' timed out .* ranks 0, 3 did not submit it \(ranks 1, 2 did\)/,
+    );
+    const ok = await all();
+    assert.deepEqual(
+      ok.map((o) => o[0]),
+      [4, 4, 4, 4],
+    );
+  });
+
+  test('cached, new and unnamed tensors in one burst, in different orders, all complete correctly', async () => {
+    const cached = Array.from({ length: 10 }, (_, i) => `mix/cached${i}`);
+    await Promise.all(world.map((rr) => Promise.all(cached.map((name) => rr.allreduce(new Float32Array(4), { name })))));
+    for (let s = 0; s < 3; s++) {
+      const names = [...cached, `mix/new${s}a`, `mix/new${s}b`];
+      const results = await Promise.all(
+        world.map(async (rr, rank) => {
+          const named = shuffled(names, s * 7 + rank).map((name) => rr.allreduce(new Float32Array(4).fill(rank + 1), { name }));
+          const unnamed = rr.allreduce(new Float32Array(2).fill(rank));
+          return [...(await Promise.all(named)), await unnamed];
+        }),
+      );
+      for (const perRank of results) {
+        assert.deepEqual([...(perRank.at(-1) as Float32Array)], [6, 6]);
+        for (const out of perRank.slice(0, -1)) assert.equal(out[0], 10);
+      }
+    }
+  });
+});

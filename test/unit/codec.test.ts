@@ -15,11 +15,17 @@ const samples: ControlMessage[] = [
   },
   {
     type: 'responses',
+    afterRounds: 7,
+    evict: [3, 0],
     responses: [
       { kind: 'execute', names: ['a', 'b'], op: 'allgather', dtype: 'float64', reduceOp: 'sum', root: -1, firstDims: [0, 5, 7] },
       { kind: 'error', names: ['c'], errorKind: 'MismatchError', message: "Mismatched data types for tensor 'c'" },
+      { kind: 'cached', ids: [4, 2] },
     ],
   },
+  { type: 'responses', afterRounds: 0, evict: [], responses: [] },
+  { type: 'ready', round: 2 ** 32 - 1, ids: [0, 7, 8, 100, 1023] },
+  { type: 'ready', round: 0, ids: [] },
   { type: 'requests', requests: [] },
   { type: 'shutdown' },
   { type: 'shutdown-ack' },
@@ -36,6 +42,13 @@ test('truncated messages are rejected with ProtocolError, never read out of boun
       assert.throws(() => decodeControl(bytes.subarray(0, cut)), ProtocolError, `cut at ${cut} of ${message.type}`);
     }
   }
+});
+
+test('a ready report is a bit-vector: a hundred ready ids take a few bytes', () => {
+  const ids = Array.from({ length: 100 }, (_, i) => i);
+  const bytes = encodeControl({ type: 'ready', round: 1, ids });
+  assert.equal(bytes.length, 1 + 4 + 4 + 13);
+  assert.deepEqual(decodeControl(bytes), { type: 'ready', round: 1, ids });
 });
 
 test('trailing bytes, unknown codes and absurd counts are rejected', () => {

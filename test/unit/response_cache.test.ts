@@ -60,6 +60,7 @@ describe('response cache in the engine', () => {
   async function steps(cacheCapacity: number) {
     const ranks = startEngines(2, { cacheCapacity, fusionThresholdBytes: 0 });
     const bytesPerStep: number[] = [];
+    const decisionsAfterStep: number[] = [];
     for (let step = 0; step < 3; step++) {
       const before = ranks[1]?.control.bytes ?? 0;
       const buffers = ranks.map((_, rank) =>
@@ -72,23 +73,28 @@ describe('response cache in the engine', () => {
       );
       for (const list of buffers) for (const b of list) assert.ok(b.every((v) => v === 1 + 2 * step));
       bytesPerStep.push((ranks[1]?.control.bytes ?? 0) - before);
+      decisionsAfterStep.push(ranks[1]?.engine.negotiation.decisions ?? 0);
     }
     const hits = ranks.map((r) => ({ ...r.engine.cacheHits }));
+    const negotiation = ranks.map((r) => ({ ...r.engine.negotiation }));
     await stopEngines(ranks);
-    return { bytesPerStep, hits };
+    return { bytesPerStep, hits, negotiation, decisionsAfterStep };
   }
 
-  it('after the first step, requests and responses travel as ids', async () => {
-    const { bytesPerStep, hits } = await steps(1024);
-    assert.ok((bytesPerStep[1] as number) * 4 < (bytesPerStep[0] as number), `control bytes per step ${bytesPerStep}`);
+  it('after the first step, ranks agree in ready rounds without rank 0, on a few bytes', async () => {
+    const { bytesPerStep, hits, negotiation, decisionsAfterStep } = await steps(1024);
+    assert.ok((bytesPerStep[1] as number) * 10 < (bytesPerStep[0] as number), `control bytes per step ${bytesPerStep}`);
     assert.equal(bytesPerStep[1], bytesPerStep[2]);
-    assert.equal(hits[1]?.requests, 40, 'rank 1 sent every request of steps 2 and 3 as an id');
-    assert.ok((hits[0]?.responses ?? 0) >= 2, 'rank 0 published cached responses');
+    assert.equal(hits[1]?.requests, 40, 'rank 1 found every request of steps 2 and 3 in its cache');
+    assert.equal(decisionsAfterStep[1], decisionsAfterStep[0], 'no decision of rank 0 after step 1');
+    assert.equal(decisionsAfterStep[2], decisionsAfterStep[0]);
+    for (const n of negotiation) assert.equal(n.agreedInRounds, 40, 'steps 2 and 3 were agreed in ready rounds');
   });
 
-  it('with the cache disabled every step costs the same', async () => {
-    const { bytesPerStep, hits } = await steps(0);
+  it('with the cache disabled every step costs the same and goes through rank 0', async () => {
+    const { bytesPerStep, hits, negotiation } = await steps(0);
     assert.equal(bytesPerStep[0], bytesPerStep[1]);
     assert.equal(hits[1]?.requests, 0);
+    for (const n of negotiation) assert.equal(n.rounds, 0);
   });
 });
