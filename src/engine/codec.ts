@@ -3,7 +3,8 @@
  *
  * Layout: one byte of message type, then the body. A response starts with its kind (0 execute,
  * 1 error, 2 a list of u32 cache ids); a ready report is its round and a bit-vector of cache ids
- * (bit i of byte i >> 3 is id i), so a hundred ready tensors cost 13 bytes. Strings are a u32 byte length and UTF-8;
+ * (bit i of byte i >> 3 is id i), so a hundred ready tensors cost 13 bytes, then the eager
+ * buffers (id and bytes). Strings are a u32 byte length and UTF-8;
  * numbers are little-endian; dimensions are f64 so any safe integer fits. The decoder checks
  * every length against the bytes it has and throws ProtocolError on anything malformed: a peer
  * can never make it read out of bounds or allocate without limit.
@@ -249,6 +250,11 @@ export function encodeControl(message: ControlMessage): Uint8Array {
   } else if (message.type === 'ready') {
     w.u32(message.round);
     w.bytesOf(bitVectorOf(message.ids));
+    w.u32(message.eager.length);
+    for (const { id, data } of message.eager) {
+      w.u32(id);
+      w.bytesOf(data);
+    }
   }
   return w.finish();
 }
@@ -273,7 +279,11 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     message = { type, afterRounds, evict, responses };
   } else if (type === 'ready') {
     const round = r.u32('round');
-    message = { type, round, ids: idsOf(r.bytesOf('ready bit-vector')) };
+    const ids = idsOf(r.bytesOf('ready bit-vector'));
+    const n = r.count('eager buffers', 8);
+    const eager: { id: number; data: Uint8Array }[] = [];
+    for (let i = 0; i < n; i++) eager.push({ id: r.u32('eager id'), data: r.bytesOf('eager buffer') });
+    message = { type, round, ids, eager };
   } else {
     message = { type };
   }

@@ -17,7 +17,8 @@
  * Mismatches and stalls fail only the collectives concerned; the job goes on.
  */
 
-import { selectKernel } from '../algorithms/reduce.js';
+import { reduceInRankOrder } from '../algorithms/rank_order_reduce.js';
+import { type KernelSelector, selectKernel } from '../algorithms/reduce.js';
 import { createWasmKernels } from '../algorithms/reduce_wasm.js';
 import type { Config } from '../api/config.js';
 import { fromErrorRecord, PeerFailureError, type RingReduceError, ShutdownError, toErrorRecord } from '../api/errors.js';
@@ -27,6 +28,7 @@ import { Timeline, timelinePathFor } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
 import { decodeControl, encodeControl } from './codec.js';
 import { Coordinator } from './coordinator.js';
+import { EagerExchange } from './eager_exchange.js';
 import { Executor } from './executor.js';
 import { planFusion } from './fusion.js';
 import type { ControlMessage, ExecuteResponse, Request, Response, WireResponse } from './messages.js';
@@ -61,6 +63,8 @@ export class Engine {
   private readonly timeline: Timeline | undefined;
   private readonly cache: ResponseCache;
   private readonly rounds: ReadyRounds;
+  private readonly eager: EagerExchange;
+  private readonly kernels: KernelSelector;
   /** Rank 0's decisions received and not yet run: each waits until its round count is reached. */
   private readonly decisions: Decision[] = [];
   private advancing = false;
@@ -68,25 +72,28 @@ export class Engine {
   /** Rank 0: what it will publish next (the coordinator's responses, cache evictions). */
   private readonly undecided: { responses: Response[]; evict: number[] } = { responses: [], evict: [] };
   private readonly reclaimer = new SharedMemoryReclaimer();
+  /** Collectives submitted and not yet settled; while any are, the transport watches the peers. */
+  private readonly unsettled = new Set<number>();
+  private leaving = false;
   /** Ready rounds closed and rank 0 decisions run (for tests and diagnostics). */
   readonly negotiation = { rounds: 0, agreedInRounds: 0, decisions: 0 };
 
   constructor(
     private readonly config: Config,
     private readonly transport: Transport,
-    private readonly post: (message: FromEngine) => void,
+    private readonly postToCaller: (message: FromEngine) => void,
     private readonly logger: Logger,
   ) {
     this.cache = new ResponseCache(config.cacheCapacity);
-    this.rounds = new ReadyRounds(config.rank, config.size, (round, ids) =>
-      this.broadcastControl({ type: 'ready', round, ids: [...ids] }),
-    );
+    this.rounds = new ReadyRounds(config.rank, config.size, (round, ids) => this.report(round, ids));
+    this.eager = new EagerExchange(config.rank, config.size);
+    this.kernels = createWasmKernels() ?? selectKernel;
     if (config.timeline) {
       const path = config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline;
       this.timeline = new Timeline(path, config.rank);
     }
     this.executor = new Executor(transport, {
-      kernels: createWasmKernels() ?? selectKernel,
+      kernels: this.kernels,
       fusionThresholdBytes: config.fusionThresholdBytes,
       timeline: this.timeline,
     });
@@ -113,6 +120,8 @@ export class Engine {
       return;
     }
     this.queue.add(this.timeline ? { id, request, buffer, queuedUs: this.timeline.now() } : { id, request, buffer });
+    this.unsettled.add(id);
+    this.updateActivity();
     this.outbox.push(request);
     // Requests the caller made in one burst reach the coordinator as one report.
     if (!this.flushScheduled) {
@@ -145,6 +154,8 @@ export class Engine {
     const acked = new Promise<void>((resolve) => {
       this.shutdownAcked = resolve;
     });
+    this.leaving = true;
+    this.updateActivity();
     this.sendToCoordinator({ type: 'shutdown' });
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => {
@@ -155,6 +166,20 @@ export class Engine {
     });
     await Promise.race([acked, deadline]);
     clearTimeout(timer);
+    this.leaving = false;
+    this.updateActivity();
+  }
+
+  /** Settles a collective on the caller's side. */
+  private post(message: FromEngine): void {
+    if ('id' in message) this.unsettled.delete(message.id);
+    this.postToCaller(message);
+    this.updateActivity();
+  }
+
+  /** Peers are watched (heartbeats, silence detection) only while something is pending: an idle job sleeps. */
+  private updateActivity(): void {
+    this.transport.setActive?.(this.unsettled.size > 0 || this.leaving);
   }
 
   private flush(): void {
@@ -205,6 +230,16 @@ export class Engine {
     }
   }
 
+  /** This rank's contribution to a ready round, with the buffers of its new eager ids. */
+  private report(round: number, ids: readonly number[]): void {
+    const eager = this.eager.outgoing(ids, (id) => {
+      const request = this.cache.request(id);
+      const entry = request && this.queue.get(request.name);
+      return entry?.buffer ? { request: entry.request, buffer: entry.buffer } : undefined;
+    });
+    this.broadcastControl({ type: 'ready', round, ids: [...ids], eager });
+  }
+
   private onRoundClosed(round: ClosedRound): void {
     this.negotiation.rounds++;
     const responses: ExecuteResponse[] = [];
@@ -214,13 +249,17 @@ export class Engine {
       const request = this.cache.request(id);
       const response = this.cache.expand([id]);
       if (!request || !response) continue;
+      this.negotiation.agreedInRounds++;
+      if (this.eager.isEager(request)) {
+        this.finishEager(id, request);
+        continue;
+      }
       responses.push(response);
       elements.set(
         request.name,
         request.shape.reduce((a, b) => a * b, 1),
       );
     }
-    this.negotiation.agreedInRounds += responses.length;
     if (this.coordinator) {
       const waiting: { request: Request; ranks: readonly number[] }[] = [];
       for (const [id, ranks] of round.partial) {
@@ -232,6 +271,29 @@ export class Engine {
     for (const response of planFusion(responses, (name) => elements.get(name) ?? 0, this.config.fusionThresholdBytes)) {
       this.schedule(response);
     }
+  }
+
+  /** An agreed eager allreduce: every rank's buffer is here; reduce them in rank order, in place. */
+  private finishEager(id: number, request: Request): void {
+    const entry = this.queue.take(request.name);
+    if (!entry?.buffer) {
+      this.eager.forget(id);
+      return;
+    }
+    if (this.timeline) this.markPhase([request], 'NEGOTIATE', 'reportedUs', 'agreedUs');
+    const buffers = this.eager.take(id, request, entry.buffer);
+    if (!buffers) {
+      this.post({ type: 'failed', id: entry.id, error: toErrorRecord(new ShutdownError('ringreduce: the job broke')) });
+      this.fail(
+        new PeerFailureError(`a peer sent no or a wrongly sized eager buffer for tensor '${request.name}'`, kCoordinator),
+      );
+      return;
+    }
+    const t = this.timeline?.now() ?? 0;
+    reduceInRankOrder(buffers, entry.buffer, request.reduceOp, this.kernels);
+    this.timeline?.phase(request.name, 'REDUCE', t, { elements: entry.buffer.length });
+    this.post({ type: 'done', id: entry.id });
+    this.reclaimer.release(entry.buffer.byteLength);
   }
 
   /** Rank 0: publishes the coordinator's responses (and any pending evictions) to every rank. */
@@ -313,8 +375,10 @@ export class Engine {
       return;
     }
     if (message.type === 'requests' || message.type === 'shutdown') this.handleAtCoordinator(peer, message);
-    else if (message.type === 'ready') this.onReady(peer, message.round, message.ids);
-    else if (peer === kCoordinator) this.handleAtRank(message);
+    else if (message.type === 'ready') {
+      this.eager.receive(peer, message.eager);
+      this.onReady(peer, message.round, message.ids);
+    } else if (peer === kCoordinator) this.handleAtRank(message);
   }
 
   private onReady(peer: number, round: number, ids: number[]): void {
@@ -366,6 +430,7 @@ export class Engine {
     for (const id of decision.evict) {
       const request = this.cache.request(id);
       this.cache.evict(id);
+      this.eager.forget(id);
       this.rounds.block(id);
       if (request && this.rounds.has(id)) {
         this.rounds.remove(id);
@@ -392,6 +457,7 @@ export class Engine {
         if (id !== undefined) {
           this.rounds.remove(id);
           this.rounds.block(id);
+          this.eager.withdraw(id);
         }
       }
       return;
@@ -471,6 +537,7 @@ export class Engine {
   private failAll(error: RingReduceError): void {
     this.outbox = [];
     this.rounds.clear();
+    this.eager.clear();
     for (const entry of this.queue.drain()) this.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
   }
 }

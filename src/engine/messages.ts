@@ -54,8 +54,11 @@ export type ControlMessage =
    * cached collectives on every rank. `evict`: cache ids that leave the cache first.
    */
   | { type: 'responses'; afterRounds: number; evict: number[]; responses: WireResponse[] }
-  /** A rank's contribution to a ready round: the cache ids it has ready. */
-  | { type: 'ready'; round: number; ids: number[] }
+  /**
+   * A rank's contribution to a ready round: the cache ids it has ready, and the buffers of the
+   * small allreduces among them that it reports for the first time (eager_exchange.ts).
+   */
+  | { type: 'ready'; round: number; ids: number[]; eager: { id: number; data: Uint8Array }[] }
   /** A rank's shutdown() reached its engine; the coordinator answers shutdown-ack once all did. */
   | { type: 'shutdown' }
   | { type: 'shutdown-ack' };

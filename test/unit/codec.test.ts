@@ -24,8 +24,16 @@ const samples: ControlMessage[] = [
     ],
   },
   { type: 'responses', afterRounds: 0, evict: [], responses: [] },
-  { type: 'ready', round: 2 ** 32 - 1, ids: [0, 7, 8, 100, 1023] },
-  { type: 'ready', round: 0, ids: [] },
+  {
+    type: 'ready',
+    round: 2 ** 32 - 1,
+    ids: [0, 7, 8, 100, 1023],
+    eager: [
+      { id: 7, data: new Uint8Array([1, 2, 3, 4]) },
+      { id: 8, data: new Uint8Array(0) },
+    ],
+  },
+  { type: 'ready', round: 0, ids: [], eager: [] },
   { type: 'requests', requests: [] },
   { type: 'shutdown' },
   { type: 'shutdown-ack' },
@@ -46,9 +54,9 @@ test('truncated messages are rejected with ProtocolError, never read out of boun
 
 test('a ready report is a bit-vector: a hundred ready ids take a few bytes', () => {
   const ids = Array.from({ length: 100 }, (_, i) => i);
-  const bytes = encodeControl({ type: 'ready', round: 1, ids });
-  assert.equal(bytes.length, 1 + 4 + 4 + 13);
-  assert.deepEqual(decodeControl(bytes), { type: 'ready', round: 1, ids });
+  const bytes = encodeControl({ type: 'ready', round: 1, ids, eager: [] });
+  assert.equal(bytes.length, 1 + 4 + 4 + 13 + 4);
+  assert.deepEqual(decodeControl(bytes), { type: 'ready', round: 1, ids, eager: [] });
 });
 
 test('trailing bytes, unknown codes and absurd counts are rejected', () => {

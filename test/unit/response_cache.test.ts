@@ -64,7 +64,8 @@ describe('response cache in the engine', () => {
     for (let step = 0; step < 3; step++) {
       const before = ranks[1]?.control.bytes ?? 0;
       const buffers = ranks.map((_, rank) =>
-        Array.from({ length: 20 }, (_, i) => new Float32Array(new SharedArrayBuffer(16 + 4 * i)).fill(rank + step)),
+        // Above the eager size (eager_exchange.ts), so that only control traffic is counted.
+        Array.from({ length: 20 }, (_, i) => new Float32Array(new SharedArrayBuffer(4 * (4100 + i))).fill(rank + step)),
       );
       await Promise.all(
         ranks.map((r, rank) =>
@@ -89,6 +90,49 @@ describe('response cache in the engine', () => {
     assert.equal(decisionsAfterStep[1], decisionsAfterStep[0], 'no decision of rank 0 after step 1');
     assert.equal(decisionsAfterStep[2], decisionsAfterStep[0]);
     for (const n of negotiation) assert.equal(n.agreedInRounds, 40, 'steps 2 and 3 were agreed in ready rounds');
+  });
+
+  it('small cached allreduces finish from the eager buffers, with the same bits on every rank', async () => {
+    const ranks = startEngines(3, { fusionThresholdBytes: 0 });
+    const ops = ['sum', 'average', 'max', 'product'] as const;
+    const values = (rank: number, step: number, i: number) =>
+      Float64Array.from({ length: 5 + i }, (_, k) => Math.sin(rank * 7.1 + step * 3.3 + k) * 10 ** (rank - 1));
+    for (let step = 0; step < 3; step++) {
+      const executedBefore = ranks.map((r) => r.engine.executionCounts.executions);
+      const outs = ranks.map((_, rank) => ops.map((_, i) => Float64Array.from(values(rank, step, i))));
+      const int64 = ranks.map((_, rank) => BigInt64Array.from([2n ** 62n + BigInt(rank), -BigInt(rank + step)]));
+      await Promise.all(
+        ranks.map((r, rank) =>
+          Promise.all([
+            ...ops.map((op, i) =>
+              r.submit({ ...allreduceRequest(`eager/${op}`, 5 + i), dtype: 'float64', reduceOp: op }, outs[rank]?.[i]),
+            ),
+            r.submit({ ...allreduceRequest('eager/int64', 2), dtype: 'int64' }, int64[rank]),
+          ]),
+        ),
+      );
+      for (const [i, op] of ops.entries()) {
+        const per = ranks.map((_, rank) => values(rank, step, i));
+        const fold = (k: number) => {
+          let acc = per[0]?.[k] as number;
+          for (let r = 1; r < 3; r++) {
+            const v = per[r]?.[k] as number;
+            acc = op === 'max' ? Math.max(acc, v) : op === 'product' ? acc * v : acc + v;
+          }
+          return op === 'average' ? acc / 3 : acc;
+        };
+        for (const rank of [0, 1, 2]) {
+          const out = outs[rank]?.[i] as Float64Array;
+          assert.deepEqual([...out], Array.from({ length: out.length }, (_, k) => fold(k)), `step ${step} ${op} rank ${rank}`);
+        }
+      }
+      const wrapped = BigInt.asIntN(64, 3n * 2n ** 62n + 3n);
+      for (const out of int64) assert.deepEqual([...out], [wrapped, -BigInt(3 + 3 * step)]);
+      const executed = ranks.map((r, rank) => r.engine.executionCounts.executions - (executedBefore[rank] as number));
+      // Step 0 negotiates through rank 0 and runs the algorithms; then the cache takes over.
+      if (step > 0) assert.deepEqual(executed, [0, 0, 0], `step ${step}: no algorithm ran`);
+    }
+    await stopEngines(ranks);
   });
 
   it('with the cache disabled every step costs the same and goes through rank 0', async () => {

@@ -1,0 +1,114 @@
+/**
+ * Eager exchange of small cached allreduces: the data rides with the ready round.
+ *
+ * A small allreduce is all latency: with ready rounds (ready_rounds.ts) it would cost one
+ * one-way message to agree and at least one more to exchange the data. Here a rank that reports
+ * a small cached allreduce ready sends its buffer in the same message, to every peer. When the
+ * round that agrees on it closes, every rank already holds every rank's buffer (each peer's
+ * report containing the id travels with or after its data, on the same ordered link) and
+ * reduces them locally in rank order (algorithms/rank_order_reduce.ts): the collective costs one
+ * one-way message and no run of an algorithm.
+ *
+ * Which tensors: allreduces of at most `kEagerMaxBytes` in jobs of at most `kEagerMaxRanks`
+ * ranks; the rule depends only on the cached request, so every rank makes the same choice. Each
+ * rank sends (N-1)·M bytes instead of recursive doubling's log2(N)·M: a good trade while M is
+ * small and N modest.
+ *
+ * Data is sent once per submission: when the id is first reported after it became ready.
+ * Receivers keep the latest buffer per (id, peer); a resubmission after a failure overwrites the
+ * stale one before its report can arrive (same ordered link).
+ */
+import { bytesPerElement, constructorOf } from '../api/dtypes.js';
+import type { TypedArray } from '../api/types.js';
+import type { Request } from './messages.js';
+
+export const kEagerMaxBytes = 16 * 1024;
+export const kEagerMaxRanks = 8;
+
+export interface EagerData {
+  id: number;
+  data: Uint8Array;
+}
+
+export class EagerExchange {
+  /** Ids whose buffer this rank has sent for the current submission. */
+  private readonly sent = new Set<number>();
+  /** Peers' buffers by id, indexed by rank. */
+  private readonly received = new Map<number, (Uint8Array | undefined)[]>();
+
+  constructor(
+    private readonly rank: number,
+    private readonly size: number,
+  ) {}
+
+  /** Whether `request` travels eagerly (the same answer on every rank). */
+  isEager(request: Request): boolean {
+    if (request.op !== 'allreduce' || this.size < 2 || this.size > kEagerMaxRanks) return false;
+    const elements = request.shape.reduce((a, b) => a * b, 1);
+    return elements * bytesPerElement(request.dtype) <= kEagerMaxBytes;
+  }
+
+  /** The buffers to send with a report of `ids`: those of eager ids not sent yet. */
+  outgoing(ids: readonly number[], lookup: (id: number) => { request: Request; buffer: TypedArray } | undefined): EagerData[] {
+    const out: EagerData[] = [];
+    for (const id of ids) {
+      if (this.sent.has(id)) continue;
+      const entry = lookup(id);
+      if (!entry || !this.isEager(entry.request)) continue;
+      const { buffer } = entry;
+      out.push({ id, data: new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength) });
+      this.sent.add(id);
+    }
+    return out;
+  }
+
+  /** A peer's buffers, copied out of the message (the transport may reuse its bytes). */
+  receive(peer: number, data: readonly EagerData[]): void {
+    for (const { id, data: bytes } of data) {
+      let byRank = this.received.get(id);
+      if (!byRank) {
+        byRank = new Array(this.size).fill(undefined);
+        this.received.set(id, byRank);
+      }
+      byRank[peer] = bytes.slice();
+    }
+  }
+
+  /**
+   * Every rank's buffer of an agreed eager id, in rank order, with `own` at this rank's place;
+   * undefined if a peer's is missing or has the wrong size (a protocol error).
+   */
+  take(id: number, request: Request, own: TypedArray): TypedArray[] | undefined {
+    const byRank = this.received.get(id);
+    this.received.delete(id);
+    this.sent.delete(id);
+    const ctor = constructorOf(request.dtype);
+    const buffers: TypedArray[] = [];
+    for (let rank = 0; rank < this.size; rank++) {
+      if (rank === this.rank) {
+        buffers.push(own);
+        continue;
+      }
+      const bytes = byRank?.[rank];
+      if (!bytes || bytes.byteLength !== own.byteLength) return undefined;
+      buffers.push(new ctor(bytes.buffer, bytes.byteOffset, own.length));
+    }
+    return buffers;
+  }
+
+  /** The submission of `id` on this rank is over without running (failed, evicted): send again next time. */
+  withdraw(id: number): void {
+    this.sent.delete(id);
+  }
+
+  /** `id` left the cache: peers' buffers for it will never be used. */
+  forget(id: number): void {
+    this.sent.delete(id);
+    this.received.delete(id);
+  }
+
+  clear(): void {
+    this.sent.clear();
+    this.received.clear();
+  }
+}
