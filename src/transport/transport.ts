@@ -23,6 +23,14 @@
  * - `close()` rejects pending operations with ShutdownError, releases every socket and timer,
  *   and is idempotent.
  *
+ * Activity (optional `setActive`): the engine calls `setActive(true)` when it has collectives
+ * pending (queued, negotiating or running, or a shutdown handshake under way) and
+ * `setActive(false)` when it has none; the default is inactive. While active, or while it has
+ * send/recv/control operations pending, a backend watches its peers (a stopped or unreachable
+ * peer fails with PeerFailureError even when no op is pending). While neither, it schedules
+ * nothing periodically: an idle job uses no CPU. A backend may stop watching lazily (within
+ * its watch interval). Repeated calls with the same value are cheap.
+ *
  * A rank never sends to itself; `peer` is always in [0, size) and differs from `rank`.
  */
 import type { PeerFailureError } from '../api/errors.js';
@@ -39,6 +47,8 @@ export interface Transport {
   sendControl(peer: number, payload: Uint8Array): Promise<void>;
   onControl(handler: ControlHandler): void;
   onPeerFailure(handler: PeerFailureHandler): void;
+  /** The engine has collectives pending: watch the peers (see "Activity" above). */
+  setActive?(active: boolean): void;
   close(): Promise<void>;
 }
 

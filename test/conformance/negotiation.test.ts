@@ -117,7 +117,8 @@ describe('negotiation of cached tensors (ready rounds, without rank 0) on 4 rank
         Promise.all(
           shuffled(names, seed * 31 + rank).map(async (name) => {
             const i = names.indexOf(name);
-            if (i % 3 === 2) return [name, await rr.broadcast(new Int32Array(8 + i).fill(value(rank, i)), { name, root: i % 4 })] as const;
+            if (i % 3 === 2)
+              return [name, await rr.broadcast(new Int32Array(8 + i).fill(value(rank, i)), { name, root: i % 4 })] as const;
             const op = i % 3 === 1 ? 'max' : 'sum';
             return [name, await rr.allreduce(new Float64Array(8 + i).fill(value(rank, i)), { name, op })] as const;
           }),
@@ -134,7 +135,8 @@ describe('negotiation of cached tensors (ready rounds, without rank 0) on 4 rank
       for (const perRank of results) {
         for (const [name, out] of perRank) {
           const i = names.indexOf(name);
-          const expected = i % 3 === 2 ? value(i % 4, i) : i % 3 === 1 ? value(3, i) : [0, 1, 2, 3].reduce((a, r) => a + value(r, i), 0);
+          const expected =
+            i % 3 === 2 ? value(i % 4, i) : i % 3 === 1 ? value(3, i) : [0, 1, 2, 3].reduce((a, r) => a + value(r, i), 0);
           assert.equal(out.length, 8 + i);
           assert.ok(
             out.every((v) => v === expected),

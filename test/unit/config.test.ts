@@ -42,7 +42,10 @@ test('options win over the environment and are validated by name', () => {
 });
 
 test('bad environment values and a missing store address are clear errors', () => {
-  assert.throws(() => resolveConfig({}, { RINGREDUCE_IO_TIMEOUT_MS: 'soon' }), /RINGREDUCE_IO_TIMEOUT_MS="soon" must be an integer >= 1/);
+  assert.throws(
+    () => resolveConfig({}, { RINGREDUCE_IO_TIMEOUT_MS: 'soon' }),
+    /RINGREDUCE_IO_TIMEOUT_MS="soon" must be an integer >= 1/,
+  );
   assert.throws(() => resolveConfig({}, { RINGREDUCE_START_TIMEOUT_MS: '0' }), /RINGREDUCE_START_TIMEOUT_MS="0"/);
   assert.throws(() => resolveConfig({}, { RINGREDUCE_RANK: '0', RINGREDUCE_SIZE: '2' }), /RINGREDUCE_STORE_ADDR/);
   assert.throws(() => resolveConfig({}, { RINGREDUCE_RANK: '2', RINGREDUCE_SIZE: '2' }), /rank 2 is out of range/);

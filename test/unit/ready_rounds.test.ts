@@ -65,7 +65,11 @@ test('random readiness and delivery orders: every rank agrees on the same sequen
     for (let rank = 0; rank < size; rank++) {
       assert.deepEqual(w.agreed[rank], w.agreed[0], `seed ${seed}: rank ${rank} agreed in another order`);
     }
-    assert.deepEqual([...(w.agreed[0] ?? [])].sort((a, b) => a - b), Array.from({ length: ids }, (_, i) => i), `seed ${seed}`);
+    assert.deepEqual(
+      [...(w.agreed[0] ?? [])].sort((a, b) => a - b),
+      Array.from({ length: ids }, (_, i) => i),
+      `seed ${seed}`,
+    );
   }
 });
 
