@@ -9,6 +9,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { kDefaultSegmentBytes } from '../algorithms/options.js';
 import type { LogLevel } from '../observability/logger.js';
 import { InvalidArgumentError } from './errors.js';
 
@@ -49,6 +50,8 @@ export interface Config {
   readonly fusionThresholdBytes: number;
   /** Negotiation responses remembered per rank (the response cache); 0 disables the cache. */
   readonly cacheCapacity: number;
+  /** Bytes per message of the pipelined ring and chain algorithms (the same on every rank). */
+  readonly segmentBytes: number;
   /** Chrome trace file of the engine's phases (rank r > 0 of a larger job: see timelinePathFor), or undefined. */
   readonly timeline: string | undefined;
 }
@@ -80,6 +83,7 @@ const kOptionsSchema = z.strictObject({
   backend: z.enum(['tcp', 'mpi', 'auto']).optional(),
   fusionThresholdBytes: z.number().int().nonnegative().optional(),
   cacheCapacity: z.number().int().nonnegative().optional(),
+  segmentBytes: z.number().int().positive().optional(),
   timeline: z.string().min(1).optional(),
 });
 
@@ -192,6 +196,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     underMpi,
     fusionThresholdBytes: o.fusionThresholdBytes ?? envInt(env, 'RINGREDUCE_FUSION_THRESHOLD_BYTES') ?? 64 * 1024 * 1024,
     cacheCapacity: o.cacheCapacity ?? envInt(env, 'RINGREDUCE_CACHE_CAPACITY') ?? 1024,
+    segmentBytes: o.segmentBytes ?? envInt(env, 'RINGREDUCE_SEGMENT_BYTES', 1) ?? kDefaultSegmentBytes,
     timeline: o.timeline ?? (env.RINGREDUCE_TIMELINE || undefined),
   });
 }

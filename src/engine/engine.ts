@@ -38,6 +38,12 @@ import { type Entry, TensorQueue } from './tensor_queue.js';
 import type { FromEngine } from './worker_protocol.js';
 
 const kCoordinator = 0;
+/**
+ * How long a rank with nothing pending may hold back its answer to a round a peer opened
+ * (ready_rounds.ts): long enough to cover a training step's skew between ranks, short next to
+ * stall timeouts (rank 0 learns who waits for whom only from closed rounds).
+ */
+const kAnswerGraceMs = 100;
 
 /** A batch of rank 0's decisions, as received (cache ids expanded). */
 interface Decision {
@@ -69,6 +75,8 @@ export class Engine {
   private readonly decisions: Decision[] = [];
   private advancing = false;
   private advanceAgain = false;
+  /** Bounds how long this rank, with nothing pending, holds back its answer to a peer's round. */
+  private answerTimer: NodeJS.Timeout | undefined;
   /** Rank 0: what it will publish next (the coordinator's responses, cache evictions). */
   private readonly undecided: { responses: Response[]; evict: number[] } = { responses: [], evict: [] };
   private readonly reclaimer = new SharedMemoryReclaimer();
@@ -85,7 +93,12 @@ export class Engine {
     private readonly logger: Logger,
   ) {
     this.cache = new ResponseCache(config.cacheCapacity);
-    this.rounds = new ReadyRounds(config.rank, config.size, (round, ids) => this.report(round, ids));
+    this.rounds = new ReadyRounds(
+      config.rank,
+      config.size,
+      (round, ids) => this.report(round, ids),
+      () => this.queue.size > 0 || this.closing || this.failure !== undefined,
+    );
     this.eager = new EagerExchange(config.rank, config.size);
     this.kernels = createWasmKernels() ?? selectKernel;
     if (config.timeline) {
@@ -95,6 +108,7 @@ export class Engine {
     this.executor = new Executor(transport, {
       kernels: this.kernels,
       fusionThresholdBytes: config.fusionThresholdBytes,
+      segmentBytes: config.segmentBytes,
       timeline: this.timeline,
     });
     if (config.rank === kCoordinator) {
@@ -139,6 +153,7 @@ export class Engine {
     if (!this.failure && this.config.size > 1) await this.leaveJob();
     // Closing destroys the sockets: let rank 0's shutdown-ack reach every rank first.
     await this.lastPublish;
+    clearTimeout(this.answerTimer);
     this.coordinator?.close();
     this.executor.close();
     this.timeline?.close();
@@ -228,6 +243,20 @@ export class Engine {
     } finally {
       this.advancing = false;
     }
+    this.armAnswerTimer();
+  }
+
+  private armAnswerTimer(): void {
+    if (!this.rounds.holdingAnswer) {
+      clearTimeout(this.answerTimer);
+      this.answerTimer = undefined;
+    } else if (!this.answerTimer) {
+      this.answerTimer = setTimeout(() => {
+        this.answerTimer = undefined;
+        this.rounds.answerNow();
+        this.advance();
+      }, kAnswerGraceMs);
+    }
   }
 
   /** This rank's contribution to a ready round, with the buffers of its new eager ids. */
@@ -275,12 +304,12 @@ export class Engine {
 
   /** An agreed eager allreduce: every rank's buffer is here; reduce them in rank order, in place. */
   private finishEager(id: number, request: Request): void {
+    if (this.timeline) this.markPhase([request], 'NEGOTIATE', 'reportedUs', 'agreedUs');
     const entry = this.queue.take(request.name);
     if (!entry?.buffer) {
       this.eager.forget(id);
       return;
     }
-    if (this.timeline) this.markPhase([request], 'NEGOTIATE', 'reportedUs', 'agreedUs');
     const buffers = this.eager.take(id, request, entry.buffer);
     if (!buffers) {
       this.post({ type: 'failed', id: entry.id, error: toErrorRecord(new ShutdownError('ringreduce: the job broke')) });

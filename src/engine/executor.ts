@@ -30,6 +30,8 @@ export interface ExecutorSettings {
   kernels: KernelSelector;
   /** Largest fused buffer: the pool keeps that much (plus scratch) for reuse. */
   fusionThresholdBytes: number;
+  /** Bytes per message of the pipelined algorithms. */
+  segmentBytes: number;
   timeline?: Timeline | undefined;
 }
 
@@ -87,8 +89,8 @@ export class Executor {
   }
 
   private options(name: string): AlgorithmOptions {
-    const { timeline, kernels } = this.settings;
-    return { pool: this.pool, kernels: timeline ? timedKernels(kernels, timeline, name) : kernels };
+    const { timeline, kernels, segmentBytes } = this.settings;
+    return { pool: this.pool, segmentBytes, kernels: timeline ? timedKernels(kernels, timeline, name) : kernels };
   }
 
   private allreduce(response: ExecuteResponse, buf: TypedArray, tag: number, options: AlgorithmOptions, name: string) {

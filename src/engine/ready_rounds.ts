@@ -21,6 +21,12 @@
  * a round needs everyone's contribution to it), so a report for any other round is a protocol
  * error.
  *
+ * Holding back: a rank with nothing pending at all (its caller is still computing) does not
+ * answer a round a peer opened, because the round could only close empty and the rank's next
+ * submission would then need a round of its own; it answers with its first submission instead,
+ * or when the engine's grace timer calls `answerNow` (so that rank 0 still learns what waits on
+ * whom, for stall reports, and its decisions are not held up for long).
+ *
  * Blocking: an id whose collective failed or left the cache between two closes (rank 0's
  * responses run there, see engine.ts) may still appear in contributions to the open round;
  * `block` makes the next close ignore it on every rank, and lets a resubmission of it count as
@@ -47,12 +53,15 @@ export class ReadyRounds {
   /** Peers' contributions by round (the open one and, from peers ahead, the next). */
   private readonly received = new Map<number, Map<number, readonly number[]>>();
   private readonly blocked = new Set<number>();
+  private answerDue = false;
 
   constructor(
     private readonly rank: number,
     private readonly size: number,
     /** Sends this rank's contribution to round `round` to every peer. */
     private readonly send: (round: number, ids: readonly number[]) => void,
+    /** Whether this rank has anything pending, so that it answers a peer's round at once. */
+    private readonly busy: () => boolean = () => true,
   ) {}
 
   /** Rounds closed so far. */
@@ -63,6 +72,16 @@ export class ReadyRounds {
   /** Whether this rank has sent its contribution to the open round. */
   get contributedToOpenRound(): boolean {
     return this.contributed;
+  }
+
+  /** A peer opened the open round and this rank, having nothing pending, holds its answer back. */
+  get holdingAnswer(): boolean {
+    return !this.contributed && this.peerOpened();
+  }
+
+  /** Makes the next `advance` answer the open round even with nothing pending. */
+  answerNow(): void {
+    this.answerDue = true;
   }
 
   add(id: number): void {
@@ -113,7 +132,8 @@ export class ReadyRounds {
    */
   advance(): ClosedRound | undefined {
     if (!this.contributed) {
-      if (!this.peerOpened() && !this.hasUnreported()) return undefined;
+      const answer = this.peerOpened() && (this.answerDue || this.busy());
+      if (!answer && !this.hasUnreported()) return undefined;
       this.contribute();
     }
     if ((this.received.get(this.closedCount)?.size ?? 0) < this.size - 1) return undefined;
@@ -134,6 +154,7 @@ export class ReadyRounds {
     this.own = [...this.ready].sort((a, b) => a - b);
     this.reported = new Set(this.own);
     this.contributed = true;
+    this.answerDue = false;
     this.send(this.closedCount, this.own);
   }
 

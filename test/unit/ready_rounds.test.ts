@@ -120,3 +120,37 @@ test('a contribution for a round a peer cannot be in, or twice for one round, is
   rounds.onContribution(1, 1, []);
   assert.throws(() => rounds.onContribution(1, 1, [4]), /twice/);
 });
+
+test('a rank with nothing pending holds back its answer until it submits or is told to answer', () => {
+  const sent: { from: number; round: number; ids: readonly number[] }[] = [];
+  let idle = true;
+  const a = new ReadyRounds(0, 2, (round, ids) => sent.push({ from: 0, round, ids }));
+  const b = new ReadyRounds(
+    1,
+    2,
+    (round, ids) => sent.push({ from: 1, round, ids }),
+    () => !idle,
+  );
+  a.add(1);
+  a.advance();
+  b.onContribution(0, 0, [1]);
+  assert.equal(b.advance(), undefined);
+  assert.ok(b.holdingAnswer);
+  assert.equal(sent.length, 1, 'b holds its answer: the round could only close empty');
+  // b's caller submits: b answers with it, and the round agrees on it at once.
+  idle = false;
+  b.add(1);
+  assert.deepEqual(b.advance()?.agreed, [1]);
+  // Another round opened by a, while b is idle again: the grace timer makes b answer empty.
+  idle = true;
+  a.onContribution(1, 0, [1]);
+  assert.deepEqual(a.advance()?.agreed, [1]);
+  a.add(2);
+  a.advance();
+  b.onContribution(0, 1, [2]);
+  assert.equal(b.advance(), undefined);
+  b.answerNow();
+  const closed = b.advance();
+  assert.deepEqual(closed?.agreed, []);
+  assert.deepEqual([...(closed?.partial.entries() ?? [])], [[2, [0]]], 'id 2 waits for rank 1');
+});
