@@ -92,7 +92,11 @@ async function main(): Promise<number> {
     console.log(`# after: ${machine.after}`);
     if (args.json) {
       const idleCpuMs = reports.map((r) => r.idleCpuMs);
-      const json = JSON.stringify({ ranks: args.ranks, dtype: args.dtype, backend: args.backend, machine, rows, idleCpuMs }, null, 2);
+      const json = JSON.stringify(
+        { ranks: args.ranks, dtype: args.dtype, backend: args.backend, machine, rows, idleCpuMs },
+        null,
+        2,
+      );
       if (args.json === '-') console.log(json);
       else writeFileSync(args.json, json);
     }

@@ -31,7 +31,7 @@ export interface Config {
   readonly stallTimeoutMs: number;
   /** Rank 0 logs which ranks have not submitted which tensors once a name has waited this long; 0: never. */
   readonly stallWarningMs: number;
-  /** Heartbeat interval on idle links (a silent peer fails after ioTimeoutMs); 0: no heartbeats. */
+  /** Ping interval while collectives are pending (a silent peer fails after ioTimeoutMs); 0: no pings. */
   readonly heartbeatMs: number;
   /** Bind to and advertise this network interface's address (e.g. "eth0"); wins over `address`. */
   readonly networkInterface: string | undefined;

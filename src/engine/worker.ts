@@ -15,8 +15,22 @@ import { type FromEngine, kSignalCompletions, type ToEngine, type WorkerInit } f
 const { config, port, signal } = workerData as WorkerInit;
 const logger = new Logger(`[rank ${config.rank}]`, config.logLevel);
 
+/**
+ * Completions settled in one synchronous run of the engine (a fused step's hundred tensors)
+ * reach the caller as one message at its end: one wake-up of the caller's thread, not a hundred.
+ */
+let outgoing: FromEngine[] = [];
+
 function post(message: FromEngine): void {
-  port.postMessage(message);
+  outgoing.push(message);
+  if (outgoing.length === 1) queueMicrotask(flush);
+}
+
+function flush(): void {
+  if (outgoing.length === 0) return;
+  const messages = outgoing;
+  outgoing = [];
+  port.postMessage(messages);
   Atomics.add(signal, kSignalCompletions, 1);
   Atomics.notify(signal, kSignalCompletions);
 }
@@ -59,13 +73,14 @@ async function main(): Promise<void> {
     connection = await connect();
   } catch (error) {
     post({ type: 'init-failed', error: toErrorRecord(error) });
+    flush();
     port.close();
     return;
   }
   const engine = new Engine(config, connection.transport, post, logger);
   const onMessage = async (message: ToEngine): Promise<void> => {
     if (message.type === 'enqueue') {
-      engine.enqueue(message.id, message.request, message.buffer);
+      for (const { id, request, buffer } of message.submissions) engine.enqueue(id, request, buffer);
       return;
     }
     parentPort?.off('message', onMessage);
@@ -76,6 +91,7 @@ async function main(): Promise<void> {
       logger.warn(`shutdown: ${(error as Error).message}`);
     }
     post({ type: 'closed' });
+    flush();
     port.close();
   };
   parentPort?.on('message', onMessage);

@@ -17,18 +17,18 @@ export interface WorkerInit {
   signal: Int32Array;
 }
 
-/** Caller → engine. */
-export type ToEngine =
-  | {
-      type: 'enqueue';
-      id: number;
-      request: Request;
-      /** allreduce/broadcast: the output (already holding this rank's input); allgather: the input copy. */
-      buffer: TypedArray | undefined;
-    }
-  | { type: 'shutdown' };
+/** One collective the caller submitted. */
+export interface Submission {
+  id: number;
+  request: Request;
+  /** allreduce/broadcast: the output (already holding this rank's input); allgather: the input copy. */
+  buffer: TypedArray | undefined;
+}
 
-/** Engine → caller. */
+/** Caller → engine. Submissions made in one synchronous burst travel as one message. */
+export type ToEngine = { type: 'enqueue'; submissions: Submission[] } | { type: 'shutdown' };
+
+/** Engine → caller; the port carries arrays of these (the completions of one engine turn). */
 export type FromEngine =
   | { type: 'ready' }
   | { type: 'init-failed'; error: ErrorRecord }

@@ -123,7 +123,11 @@ describe('response cache in the engine', () => {
         };
         for (const rank of [0, 1, 2]) {
           const out = outs[rank]?.[i] as Float64Array;
-          assert.deepEqual([...out], Array.from({ length: out.length }, (_, k) => fold(k)), `step ${step} ${op} rank ${rank}`);
+          assert.deepEqual(
+            [...out],
+            Array.from({ length: out.length }, (_, k) => fold(k)),
+            `step ${step} ${op} rank ${rank}`,
+          );
         }
       }
       const wrapped = BigInt.asIntN(64, 3n * 2n ** 62n + 3n);

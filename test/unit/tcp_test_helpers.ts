@@ -60,6 +60,11 @@ export function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
   return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 }
 
+/** Makes `rank` read nothing more, as if its process were stopped: it answers no ping. */
+export function freeze(world: World, rank: number): void {
+  for (const link of world.links[rank] ?? []) link.recvSocket.pause();
+}
+
 export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -14,7 +14,8 @@
  *
  * Link frames (tag = message): kLinkHeartbeat (empty: "I am alive"), kLinkNotice (u32 rank,
  * then a UTF-8 reason: "that rank failed, the job is broken"), kLinkBye (empty: "I am shutting
- * down; my connections close next, and that is not a failure").
+ * down; my connections close next, and that is not a failure"), kLinkPing (empty: "are you
+ * alive? answer with a heartbeat", liveness.ts).
  *
  * A header is refused (ProtocolError) when the magic, kind or flags are unknown, when a control
  * frame carries a tag, when a link frame has an unknown message or a payload it must not have,
@@ -31,6 +32,7 @@ export const kKindLink = 3;
 export const kLinkHeartbeat = 1;
 export const kLinkNotice = 2;
 export const kLinkBye = 3;
+export const kLinkPing = 4;
 /** A notice is a rank and a short reason. */
 export const kMaxLinkBytes = 1024;
 /** The largest u32: tags and lengths travel as u32. */
@@ -92,7 +94,9 @@ export function decodeHeader(bytes: Uint8Array, offset: number, limits: FrameLim
   }
   if (kind === kKindLink) {
     if (
-      tag === kLinkNotice ? length < 4 || length > kMaxLinkBytes : (tag !== kLinkHeartbeat && tag !== kLinkBye) || length !== 0
+      tag === kLinkNotice
+        ? length < 4 || length > kMaxLinkBytes
+        : (tag !== kLinkHeartbeat && tag !== kLinkBye && tag !== kLinkPing) || length !== 0
     ) {
       throw new ProtocolError(`bad link frame: message ${tag} with ${length} bytes`);
     }

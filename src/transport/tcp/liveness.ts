@@ -1,76 +1,96 @@
 /**
- * Liveness of a rank's links: heartbeats out, silence detection in.
+ * Liveness of a rank's links while the rank is active: pings out, silence detection in.
  *
- * How it works: one timer per transport ticks every `intervalMs` (unref'd: it never keeps a
- * process alive). On each tick, per peer:
- * - Heard: if the peer's receiver has read anything since the last tick, the peer was heard
- *   from now. (Counting reads costs an increment per read; no clock is read on the data path.)
- * - Heartbeat out: a link frame of 12 bytes, sent only on a link that carried nothing since
- *   the last tick, and only to the ring successor (rank + 1), or to every peer while this rank
- *   has operations pending. An idle job thus wakes once per interval for its timer and once for
- *   its predecessor's heartbeat; a busy link never carries one.
- * - Silence: the ring predecessor (rank - 1) must be heard within `silenceMs`; when it is not
- *   (stopped by SIGSTOP, hung, its host gone or the network cut), `onSilent` fails it. The
- *   ring covers every rank: each one is watched by its successor.
+ * How it works. The transport activates liveness when it has something to wait for (the engine
+ * said so with setActive, or a send/recv/control op started). While active, one timer ticks
+ * every `intervalMs` (unref'd: it never keeps a process alive). On activation and on each tick,
+ * per peer:
+ * - Heard: the peer's receiver stamps the time of its last read (`lastHeard`): any bytes count.
+ * - Ping: a peer not heard within the last interval gets a ping, a 12-byte link frame that its
+ *   transport answers at once with a heartbeat, whether or not it is active itself. No ping goes
+ *   on a link whose send queue the kernel has not taken: it would wait behind that data, whose
+ *   progress the op watchdog already judges.
+ * - Silence: a peer that has not answered a ping for two intervals and has not been heard for
+ *   `silenceMs` (stopped by SIGSTOP, hung, its host gone or the network cut) is failed through
+ *   `onSilent`. Two intervals give a peer that was idle (unheard for long, legitimately) time to
+ *   answer the ping sent when this rank became active.
  *
- * The "heard" times also serve the transport's op watchdog: a recv that makes no progress
- * from a peer that is still heard (it is alive, and waiting for someone else) is given more
- * time, so the rank that is actually stuck is the one named (see tcp_transport.ts).
+ * Idle: at a tick where the transport no longer wants watching and every ping has been answered,
+ * the timer is not re-armed. An idle transport schedules nothing and sends nothing; its peers
+ * are idle too unless they ask. A peer that froze while the job was idle is found about two
+ * intervals after the next operation starts; a dead host is found while idle by TCP keepalive
+ * in the kernel (tcp_transport.ts).
  *
- * If this process itself was stopped, the tick comes late: silence measured across that gap
- * says nothing about the peers, so after a late tick every peer counts as heard now.
+ * The heard times also serve the op watchdog: a recv that makes no progress from a peer that is
+ * still heard from (it is alive, and waiting for someone else) is given more time, so the rank
+ * that is actually stuck is the one named (see tcp_transport.ts).
+ *
+ * If this process itself was stopped, the tick comes late and the peers' answers may sit unread
+ * in the sockets: silence measured across that gap says nothing about them, so after a late tick
+ * every peer counts as heard now.
  */
 import { performance } from 'node:perf_hooks';
 
 export interface LivenessLink {
-  /** Reads so far on the peer's receive connection. */
-  reads(): number;
-  /** Frames written so far on the peer's send connection. */
-  frames(): number;
+  /** performance.now() of the last read on the peer's receive connection. */
+  lastHeard(): number;
   /** Bytes queued on the send connection that the kernel has not taken. */
   backlog(): number;
-  sendHeartbeat(): void;
+  /** Sends a ping, which the peer answers with a heartbeat. */
+  ping(): void;
   /** False once the link failed or the peer left. */
   usable(): boolean;
 }
 
 export interface LivenessOptions {
-  rank: number;
   size: number;
   intervalMs: number;
   silenceMs: number;
   /** The link to each peer, by rank; undefined for this rank. */
   links: readonly (LivenessLink | undefined)[];
-  /** Whether this rank has transport operations pending (it then beats to every peer). */
-  busy(): boolean;
+  /** Whether the transport still wants its peers watched (engine active, or ops pending). */
+  wanted(): boolean;
   onSilent(peer: number, silentMs: number): void;
 }
 
-interface Seen {
-  reads: number;
-  frames: number;
-  heardAt: number;
+interface Watch {
+  /** When the oldest unanswered ping went out; null when none is outstanding. */
+  askedAt: number | null;
+  /** A late tick counts every peer as heard at that time. */
+  excusedAt: number;
 }
 
+/** A peer has this many intervals to answer a ping before its silence may fail it. */
+const kAnswerIntervals = 2;
+
 export class Liveness {
-  private readonly seen: Seen[];
+  private readonly watches: Watch[];
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
-  private lastTick = performance.now();
+  private lastTick = 0;
 
   constructor(private readonly options: LivenessOptions) {
     const now = performance.now();
-    this.seen = Array.from({ length: options.size }, (_, peer) => ({
-      reads: options.links[peer]?.reads() ?? 0,
-      frames: options.links[peer]?.frames() ?? 0,
-      heardAt: now,
-    }));
+    this.watches = Array.from({ length: options.size }, () => ({ askedAt: null, excusedAt: now }));
+  }
+
+  /** Whether the timer is armed (for tests: an idle transport has none). */
+  get running(): boolean {
+    return this.timer !== null;
+  }
+
+  /** Starts watching, if not already: pings the peers not heard lately and arms the timer. */
+  activate(): void {
+    if (this.timer !== null || this.stopped) return;
+    const now = performance.now();
+    this.lastTick = now;
+    this.probe(now);
     this.arm();
   }
 
   /** Whether `peer` was heard from at or after `since` (performance.now() clock). */
   heardSince(peer: number, since: number): boolean {
-    return (this.seen[peer]?.heardAt ?? Number.NEGATIVE_INFINITY) >= since;
+    return this.heardAt(peer) >= since;
   }
 
   stop(): void {
@@ -79,37 +99,59 @@ export class Liveness {
     this.timer = null;
   }
 
+  private heardAt(peer: number): number {
+    const heard = this.options.links[peer]?.lastHeard() ?? Number.NEGATIVE_INFINITY;
+    return Math.max(heard, this.watches[peer]?.excusedAt ?? Number.NEGATIVE_INFINITY);
+  }
+
   private arm(): void {
-    if (this.stopped) return;
     this.timer = setTimeout(() => this.tick(), this.options.intervalMs);
     this.timer.unref();
   }
 
   private tick(): void {
-    const { rank, size, intervalMs, silenceMs } = this.options;
-    const now = performance.now();
-    const late = now - this.lastTick > 2 * intervalMs + 100;
-    this.lastTick = now;
-    const busy = this.options.busy();
-    const successor = (rank + 1) % size;
-    const predecessor = (rank - 1 + size) % size;
-    for (let peer = 0; peer < size; peer++) {
-      const link = this.options.links[peer];
-      const seen = this.seen[peer];
-      if (link === undefined || seen === undefined || !link.usable()) continue;
-      const reads = link.reads();
-      if (reads !== seen.reads || late) seen.heardAt = now;
-      seen.reads = reads;
-      const frames = link.frames();
-      if ((peer === successor || busy) && frames === seen.frames && link.backlog() === 0) link.sendHeartbeat();
-      seen.frames = link.frames();
-    }
     this.timer = null;
-    const pred = this.seen[predecessor];
-    const predLink = this.options.links[predecessor];
-    if (pred !== undefined && predLink?.usable() && now - pred.heardAt >= silenceMs) {
-      this.options.onSilent(predecessor, Math.round(now - pred.heardAt));
+    const { intervalMs, silenceMs, links } = this.options;
+    const now = performance.now();
+    if (now - this.lastTick > 2 * intervalMs + 100) {
+      for (const watch of this.watches) {
+        watch.excusedAt = now;
+        watch.askedAt = null;
+      }
     }
-    this.arm();
+    this.lastTick = now;
+    const asking = this.probe(now);
+    for (let peer = 0; peer < this.watches.length && !this.stopped; peer++) {
+      const askedAt = (this.watches[peer] as Watch).askedAt;
+      // 1 ms of slack: the timer's clock and performance.now() round differently.
+      if (askedAt === null || now - askedAt < kAnswerIntervals * intervalMs - 1 || !links[peer]?.usable()) continue;
+      const silentMs = now - this.heardAt(peer);
+      if (silentMs >= silenceMs) this.options.onSilent(peer, Math.round(silentMs));
+    }
+    if (!this.stopped && (asking || this.options.wanted())) this.arm();
+  }
+
+  /** Pings every peer not heard within an interval; returns whether a ping is unanswered. */
+  private probe(now: number): boolean {
+    let asking = false;
+    for (let peer = 0; peer < this.watches.length; peer++) {
+      const link = this.options.links[peer];
+      const watch = this.watches[peer] as Watch;
+      if (link === undefined || !link.usable()) {
+        watch.askedAt = null;
+        continue;
+      }
+      const heard = this.heardAt(peer);
+      if (watch.askedAt !== null && heard >= watch.askedAt) watch.askedAt = null;
+      if (now - heard >= this.options.intervalMs) {
+        if (link.backlog() > 0) watch.askedAt = null;
+        else {
+          link.ping();
+          watch.askedAt ??= now;
+        }
+      }
+      if (watch.askedAt !== null) asking = true;
+    }
+    return asking;
   }
 }

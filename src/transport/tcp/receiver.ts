@@ -76,8 +76,8 @@ export interface ReceiveStats {
 
 export class PeerReceiver implements ReadSink {
   readonly stats: ReceiveStats = { zeroCopyBytes: 0, copiedBytes: 0, stagedBytes: 0 };
-  /** Reads so far: the liveness check only needs to see it move. */
-  reads = 0;
+  /** performance.now() of the last read: liveness (the peer was heard) and op progress. */
+  lastReadAt = performance.now();
   private readonly stage = new Uint8Array(kStageBytes);
   private end = 0;
   private cur: Inbound | null = null;
@@ -105,7 +105,7 @@ export class PeerReceiver implements ReadSink {
 
   onRead(nread: number, buf: Uint8Array): boolean {
     if (this.dead) return false;
-    this.reads++;
+    this.lastReadAt = performance.now();
     try {
       if (buf !== this.handed) this.ingestForeign(buf.subarray(0, nread));
       else if (this.handedDest !== null) this.landedDirect(nread, buf);
@@ -258,7 +258,7 @@ export class PeerReceiver implements ReadSink {
   /** Counts `n` more bytes of the current payload and completes it when whole. */
   private advance(cur: Inbound, n: number): void {
     cur.received += n;
-    if (cur.recv !== null) cur.recv.op.lastProgress = performance.now();
+    if (cur.recv !== null) cur.recv.op.lastProgress = this.lastReadAt; // only reads advance
     if (cur.received < cur.length) return;
     this.cur = null;
     if (cur.link) this.hooks.onLink(cur.tag, cur.staged as Uint8Array);

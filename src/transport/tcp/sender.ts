@@ -1,13 +1,16 @@
 /**
  * Send path of one peer link.
  *
- * How it works: a frame is its 12-byte header and the caller's payload, written corked so
- * Node hands both to one writev (no copy of the payload, which may live in SharedArrayBuffer
- * memory). The op resolves in the write callback, i.e. once the kernel has taken every byte and
- * the caller may reuse `data`. Backpressure: the socket's write queue only holds references to
- * payloads of sends not yet resolved, so the bytes in flight are bounded by what the caller
- * has not awaited. Writes complete in order, so the oldest unresolved op is the one the link is
- * working on: each completion stamps progress on the next one for the watchdog.
+ * How it works: a frame is its 12-byte header and the caller's payload. A small payload is
+ * copied behind the header and written as one buffer (one write, cheaper than a writev of two);
+ * a larger one is written corked so Node hands both to one writev (no copy of the payload, which
+ * may live in SharedArrayBuffer memory). The op resolves once the kernel has taken every byte and
+ * the caller may reuse `data`: at once when the write completed synchronously (the usual case
+ * for small frames; it saves the stream's nextTick hop before the callback), else in the write
+ * callback. Backpressure: the socket's write queue only holds references to payloads of sends
+ * not yet resolved, so the bytes in flight are bounded by what the caller has not awaited.
+ * Writes complete in order, so the oldest unresolved op is the one the link is working on:
+ * each completion stamps progress on the next one for the watchdog.
  */
 
 import type net from 'node:net';
@@ -15,11 +18,15 @@ import { performance } from 'node:perf_hooks';
 import { encodeHeader, type FrameKind, kHeaderBytes, kKindLink } from './framing.js';
 import { Fifo, type PendingOp } from './pending_op.js';
 
+/** Payloads up to this size are copied behind their header: a copy this small beats a writev. */
+const kCoalesceMaxBytes = 1024;
+
 export class PeerSender {
   /** Unresolved ops in write order; write callbacks run in that order too. */
   private readonly inflight = new Fifo<PendingOp>();
-  /** Frames written so far: the heartbeat only needs to see whether it moved. */
-  frames = 0;
+  /** Write callbacks still to come for ops already resolved (their bytes were taken at once). */
+  private early = 0;
+  private readonly written = (error?: Error | null) => this.done(error);
 
   constructor(
     private readonly socket: net.Socket,
@@ -27,20 +34,31 @@ export class PeerSender {
   ) {}
 
   send(kind: FrameKind, tag: number, payload: Uint8Array, op: PendingOp): void {
-    const header = Buffer.allocUnsafe(kHeaderBytes);
-    encodeHeader(kind, tag, payload.byteLength, header);
-    this.frames++;
+    const length = payload.byteLength;
     if (this.inflight.length === 0) op.lastProgress = performance.now();
     this.inflight.push(op);
-    const done = (error?: Error | null) => this.done(op, error);
-    if (payload.byteLength === 0) {
-      this.socket.write(header, done);
-      return;
+    if (length <= kCoalesceMaxBytes) {
+      const frame = Buffer.allocUnsafe(kHeaderBytes + length);
+      encodeHeader(kind, tag, length, frame);
+      if (length > 0) frame.set(payload, kHeaderBytes);
+      this.socket.write(frame, this.written);
+    } else {
+      const header = Buffer.allocUnsafe(kHeaderBytes);
+      encodeHeader(kind, tag, length, header);
+      this.socket.cork();
+      this.socket.write(header);
+      this.socket.write(payload, this.written);
+      this.socket.uncork();
     }
-    this.socket.cork();
-    this.socket.write(header);
-    this.socket.write(payload, done);
-    this.socket.uncork();
+    // Nothing left in Node's queue: the kernel has every byte written so far, so every
+    // unresolved send is complete; their callbacks, still to come, are then skipped.
+    // (A write that failed at once also leaves the queue empty, but marks the socket errored.)
+    if (this.socket.writableLength === 0 && !this.socket.errored && !this.socket.destroyed) {
+      for (let done = this.inflight.shift(); done !== undefined; done = this.inflight.shift()) {
+        this.early++;
+        done.resolve();
+      }
+    }
   }
 
   /**
@@ -52,7 +70,6 @@ export class PeerSender {
     const frame = Buffer.allocUnsafe(kHeaderBytes + payload.byteLength);
     encodeHeader(kKindLink, message, payload.byteLength, frame);
     frame.set(payload, kHeaderBytes);
-    this.frames++;
     this.socket.write(frame);
   }
 
@@ -63,11 +80,19 @@ export class PeerSender {
 
   /** Rejects every unresolved send. */
   fail(error: Error): void {
-    for (const op of this.inflight.drain()) op.reject(error);
+    for (const op of this.inflight.drain()) {
+      op.reject(error);
+      this.early++; // its callback may still come
+    }
   }
 
-  private done(op: PendingOp, error: Error | null | undefined): void {
-    if (this.inflight.peek() !== op) return; // already failed (and drained)
+  private done(error: Error | null | undefined): void {
+    if (this.early > 0) {
+      this.early--; // resolved at once, or failed: nothing left to do
+      return;
+    }
+    const op = this.inflight.peek();
+    if (op === undefined) return;
     if (error) {
       this.onWriteError(error); // fails the link, which rejects `op` with a PeerFailureError
       op.reject(error);

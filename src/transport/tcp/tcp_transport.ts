@@ -18,9 +18,13 @@
  * Deadlines (watchdog.ts): an op with no progress for ioTimeoutMs rejects with TimeoutError,
  * and the link to that peer is then torn down like a failure: the stream position is unknown,
  * and a torn-down socket can no longer write into a buffer whose recv has already rejected.
- * With heartbeats on (liveness.ts), silent peers are found while idle too, and a recv from a
- * peer that is still heard from is given more time, so that the rank that is really stuck is
- * detected, and named, first.
+ * With liveness on (heartbeatMs > 0, liveness.ts), while the transport is active (setActive, or
+ * ops pending) silent peers are found by pings, and a recv from a peer that is still heard from
+ * is given more time, so that the rank that is really stuck is detected, and named, first.
+ *
+ * Idle: with no op pending and setActive(false) (the default), the transport has no timer and
+ * writes nothing; it only answers the pings of active peers. TCP keepalive on every socket lets
+ * the kernel find a dead host or a cut network meanwhile, without waking this process.
  *
  * Shared fate (option `shareFate`, what a job wants: a collective needs every rank): the first
  * peer failure breaks the whole transport. Every pending and future op, with any peer, rejects
@@ -44,6 +48,7 @@ import {
   kLinkBye,
   kLinkHeartbeat,
   kLinkNotice,
+  kLinkPing,
   kMaxU32,
 } from './framing.js';
 import { Liveness } from './liveness.js';
@@ -63,8 +68,8 @@ export interface TcpTransportOptions {
   /** One peer's failure breaks every link, and the other peers are told (see above). Default false. */
   shareFate?: boolean;
   /**
-   * Heartbeat interval (liveness.ts); 0 or unset: none. The silence limit is ioTimeoutMs, so
-   * the interval is capped at a third of it.
+   * Ping interval of liveness while active (liveness.ts); 0 or unset: no liveness. The silence
+   * limit is ioTimeoutMs, so the interval is capped at a third of it.
    */
   heartbeatMs?: number;
 }
@@ -82,6 +87,8 @@ interface Peer {
 
 /** How long the receive side may keep delivering after the send side of a peer broke. */
 const kDrainGraceMs = 1000;
+/** Shortest idle time before the kernel probes a connection (TCP keepalive works in seconds). */
+const kMinKeepAliveMs = 1000;
 
 export class TcpTransport implements Transport {
   private readonly peers: (Peer | undefined)[];
@@ -97,6 +104,8 @@ export class TcpTransport implements Transport {
   private broken: PeerFailureError | null = null;
   private readonly liveness: Liveness | null = null;
   private readonly heartbeatMs: number;
+  /** The engine has collectives pending (setActive). */
+  private active = false;
 
   constructor(
     readonly rank: number,
@@ -119,25 +128,23 @@ export class TcpTransport implements Transport {
     }
     if (this.heartbeatMs > 0 && size > 1) {
       this.liveness = new Liveness({
-        rank,
         size,
         intervalMs: this.heartbeatMs,
         silenceMs: this.ioTimeoutMs,
         links: this.peers.map(
           (p) =>
             p && {
-              reads: () => p.receiver.reads,
-              frames: () => p.sender.frames,
+              lastHeard: () => p.receiver.lastReadAt,
               backlog: () => p.sender.backlog,
-              sendHeartbeat: () => p.sender.sendLink(kLinkHeartbeat),
+              ping: () => p.sender.sendLink(kLinkPing),
               usable: () => p.failure === null && p.sendFailure === null,
             },
         ),
-        busy: () => this.pending.size > 0,
+        wanted: () => this.active || this.pending.size > 0,
         onSilent: (peer, silentMs) =>
           this.failPeer(
             peer,
-            `sent nothing for ${silentMs} ms, not even a heartbeat: the process is stopped or hung, its host is down, or the network is cut`,
+            `sent nothing for ${silentMs} ms, not even a heartbeat in answer to a ping: the process is stopped or hung, its host is down, or the network is cut`,
           ),
       });
     }
@@ -172,6 +179,21 @@ export class TcpTransport implements Transport {
       );
     }
     return this.start('control', peer, 0, (p, op) => p.sender.send(kKindControl, 0, payload, op));
+  }
+
+  /**
+   * The engine has collectives pending (true) or none (false): while true, liveness watches the
+   * peers even with no op pending. Once false and no op is pending, liveness stops at its next
+   * tick (when its pings were answered) and the transport schedules nothing.
+   */
+  setActive(active: boolean): void {
+    this.active = active;
+    if (active) this.liveness?.activate();
+  }
+
+  /** Whether liveness has a timer armed (for tests: an idle transport has none). */
+  get watching(): boolean {
+    return this.liveness?.running ?? false;
   }
 
   onControl(handler: ControlHandler): void {
@@ -218,6 +240,8 @@ export class TcpTransport implements Transport {
     const [op, promise] = startOp(kind, peer, tag, this.pending);
     go(p, op);
     if (!op.done) this.watchdog.ensure();
+    // After go(): the op's frame leaves before any ping.
+    this.liveness?.activate();
     return promise;
   }
 
@@ -244,6 +268,11 @@ export class TcpTransport implements Transport {
     // The send connection usually ends because the peer closed, and the frames it sent just
     // before are still in our receive socket: let them drain before failing the peer.
     watch(link.sendSocket, 'send', (cause) => this.failSend(p, cause));
+    // Nagle would hold small frames back for an ACK; keepalive finds a dead host while idle.
+    for (const socket of [link.recvSocket, link.sendSocket]) {
+      socket.setNoDelay(true);
+      socket.setKeepAlive(true, Math.max(kMinKeepAliveMs, this.ioTimeoutMs));
+    }
     // The peer never writes on the connection we send on; bytes there mean a confused peer.
     link.sendSocket.on('data', () => fail('wrote on its receive-only connection'));
     link.recvPort.attach(p.receiver);
@@ -312,7 +341,12 @@ export class TcpTransport implements Transport {
         this.markFailed(p, new PeerFailureError(`${p.who} has shut down (left the job)`, from), true);
       return;
     }
-    if (message !== kLinkNotice || !this.shareFate || this.broken || this.closing) return; // heartbeat: reads already counted
+    if (message === kLinkPing) {
+      // An active peer asks whether we are alive: answer at once, active or not.
+      if (!p.failure && !p.sendFailure && !this.closing) p.sender.sendLink(kLinkHeartbeat);
+      return;
+    }
+    if (message !== kLinkNotice || !this.shareFate || this.broken || this.closing) return; // heartbeat: the read was stamped
     let notice: { rank: number; reason: string };
     try {
       notice = decodeNotice(payload, this.size);
