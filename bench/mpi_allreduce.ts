@@ -18,7 +18,8 @@
  * to ~0.5 s per size from a probe; warm-up = clamp(iterations / 10, 2, 100)), and its latency:
  * the mean over ranks of each rank's mean time per call. ringreduce's modes reduce in place
  * (the C program reduces out of place, without an extra pass) over zeros, so the values stay
- * put; a last call with real values checks the result. The table shows medians over the
+ * put; a last call with real values checks the result. Like the C program, every mode touches
+ * its buffers before the probe, so no timing includes first-touch page faults. The table shows medians over the
  * repetitions and the ratio to C; the machine is shared, so ratios mean more than times.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -121,6 +122,9 @@ async function rankMain(mode: Mode, sizes: number[]): Promise<void> {
   for (const bytes of sizes) {
     const count = bytes / 4;
     const bufs = Array.from({ length: perCall }, () => new Float32Array(new SharedArrayBuffer(bytes)));
+    // Touch every page before any timing, as the C program does: otherwise the probe times
+    // first-touch page faults, and the schedule it picks has far fewer iterations than C's.
+    for (const buf of bufs) buf.fill(0);
     let estimate = 0;
     for (let p = 0; p < 2; p++) {
       const t = performance.now();

@@ -29,6 +29,12 @@ constexpr auto kMaxSleepPolled = milliseconds(10);
 constexpr auto kMaxSleepClosing = milliseconds(1);
 // Collectives run in chunks MPI's int counts can express.
 constexpr size_t kMaxChunk = size_t{1} << 30;
+// An allreduce runs as MPI_Allreduce calls of at most this many bytes. Open MPI's allreduce
+// mallocs a temporary as large as the message; from 32 MiB up glibc serves it with a fresh
+// mmap on every call, whose page faults made 32 MiB take ~170 ms instead of ~10 ms here (2
+// ranks, shared memory). Pieces of 2 MiB also stay in cache: 16 MiB took 3.4-6 ms in 2 MiB
+// pieces, 6-8 ms in one call. See docs/mpi.md, "Performance".
+constexpr size_t kAllreduceChunkBytes = size_t{2} << 20;
 
 std::string Describe(const char* what, int rc) { return std::string(what) + ": " + MpiErrorString(rc); }
 
@@ -216,15 +222,17 @@ void ProgressEngine::RunCollective(Op& op) {
   auto* bytes = static_cast<char*>(op.data);
   int rc = MPI_SUCCESS;
   switch (op.kind) {
-    case OpKind::kAllreduce:
+    case OpKind::kAllreduce: {
+      const size_t chunk = std::max<size_t>(1, kAllreduceChunkBytes / elementSize);
       for (size_t done = 0; done < op.count && rc == MPI_SUCCESS;) {
-        const size_t n = std::min(kMaxChunk, op.count - done);
+        const size_t n = std::min(chunk, op.count - done);
         rc = MPI_Allreduce(MPI_IN_PLACE, bytes + done * elementSize, static_cast<int>(n), op.type, op.reduce,
                            comms_.collective);
         done += n;
       }
       if (rc == MPI_SUCCESS && op.average) DivideInPlace(op.dtype, op.data, op.count, size_);
       break;
+    }
     case OpKind::kBcast:
       for (size_t done = 0; done < op.count && rc == MPI_SUCCESS;) {
         const size_t n = std::min(kMaxChunk, op.count - done);

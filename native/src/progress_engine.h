@@ -3,10 +3,11 @@
 //
 // How it works. The JS thread submits Ops to a queue; the thread starts them: point-to-point
 // sends and receives as MPI_Isend/MPI_Irecv, collectives as Open MPI's tuned blocking calls
-// (MPI_Allreduce, MPI_Allgatherv, MPI_Bcast, in place; the non-blocking MPI_I* versions are
-// 30-140% slower at 1-16 MiB here). It completes requests with MPI_Testsome, receives control
-// messages with MPI_Improbe + MPI_Imrecv (any size, in order per peer), and hands back Events,
-// waking the JS thread through `notify` (a thread-safe function).
+// (MPI_Allreduce in pieces of at most 2 MiB, MPI_Allgatherv, MPI_Bcast, in place; the
+// non-blocking MPI_I* versions are 30-140% slower at 1-16 MiB here). It completes requests
+// with MPI_Testsome, receives control messages with MPI_Improbe + MPI_Imrecv (any size, in
+// order per peer), and hands back Events, waking the JS thread through `notify` (a thread-safe
+// function).
 //
 // Pacing. While a request is in flight it polls like MPI's own blocking calls do, yielding the
 // core every round. With nothing in flight it sleeps, and a submit from the JS thread wakes it at

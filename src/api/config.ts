@@ -52,6 +52,8 @@ export interface Config {
   readonly cacheCapacity: number;
   /** Bytes per message of the pipelined ring and chain algorithms (the same on every rank). */
   readonly segmentBytes: number;
+  /** TCP backend: ranks on the same host talk over Unix domain sockets (faster than loopback TCP). */
+  readonly unixSockets: boolean;
   /** Chrome trace file of the engine's phases (rank r > 0 of a larger job: see timelinePathFor), or undefined. */
   readonly timeline: string | undefined;
 }
@@ -84,6 +86,7 @@ const kOptionsSchema = z.strictObject({
   fusionThresholdBytes: z.number().int().nonnegative().optional(),
   cacheCapacity: z.number().int().nonnegative().optional(),
   segmentBytes: z.number().int().positive().optional(),
+  unixSockets: z.boolean().optional(),
   timeline: z.string().min(1).optional(),
 });
 
@@ -194,9 +197,12 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     logLevel: logLevel as LogLevel,
     backend: backend as Backend,
     underMpi,
-    fusionThresholdBytes: o.fusionThresholdBytes ?? envInt(env, 'RINGREDUCE_FUSION_THRESHOLD_BYTES') ?? 64 * 1024 * 1024,
+    // 16 MiB, not Horovod's 64: packing costs two copies, and past 16 MiB the copies (and MPI's
+    // own large-message path) cost more than the per-collective latency fusion saves (docs/performance.md).
+    fusionThresholdBytes: o.fusionThresholdBytes ?? envInt(env, 'RINGREDUCE_FUSION_THRESHOLD_BYTES') ?? 16 * 1024 * 1024,
     cacheCapacity: o.cacheCapacity ?? envInt(env, 'RINGREDUCE_CACHE_CAPACITY') ?? 1024,
     segmentBytes: o.segmentBytes ?? envInt(env, 'RINGREDUCE_SEGMENT_BYTES', 1) ?? kDefaultSegmentBytes,
+    unixSockets: o.unixSockets ?? env.RINGREDUCE_UNIX_SOCKETS !== '0',
     timeline: o.timeline ?? (env.RINGREDUCE_TIMELINE || undefined),
   });
 }

@@ -24,6 +24,8 @@ import type { Request } from './messages.js';
 
 export const kEagerMaxBytes = 16 * 1024;
 export const kEagerMaxRanks = 8;
+/** Eager bytes in one report, far below the transports' control message limit (16 MiB over TCP). */
+export const kEagerMaxReportBytes = 1024 * 1024;
 
 export interface EagerData {
   id: number;
@@ -48,18 +50,29 @@ export class EagerExchange {
     return elements * bytesPerElement(request.dtype) <= kEagerMaxBytes;
   }
 
-  /** The buffers to send with a report of `ids`: those of eager ids not sent yet. */
-  outgoing(ids: readonly number[], lookup: (id: number) => { request: Request; buffer: TypedArray } | undefined): EagerData[] {
-    const out: EagerData[] = [];
-    for (const id of ids) {
+  /**
+   * What to report of `ready` (ascending) and the buffers to send with it: those of eager ids
+   * not sent yet. The buffers of one report stay within `kEagerMaxReportBytes` (control messages
+   * are bounded); ids whose buffer does not fit are left for the next round, with everything
+   * after them, so that an id is never reported before its buffer has gone out.
+   */
+  outgoing(
+    ready: readonly number[],
+    lookup: (id: number) => { request: Request; buffer: TypedArray } | undefined,
+  ): { ids: number[]; eager: EagerData[] } {
+    const eager: EagerData[] = [];
+    let bytes = 0;
+    for (const [i, id] of ready.entries()) {
       if (this.sent.has(id)) continue;
       const entry = lookup(id);
       if (!entry || !this.isEager(entry.request)) continue;
       const { buffer } = entry;
-      out.push({ id, data: new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength) });
+      if (bytes + buffer.byteLength > kEagerMaxReportBytes && eager.length > 0) return { ids: ready.slice(0, i), eager };
+      bytes += buffer.byteLength;
+      eager.push({ id, data: new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength) });
       this.sent.add(id);
     }
-    return out;
+    return { ids: [...ready], eager };
   }
 
   /** A peer's buffers, copied out of the message (the transport may reuse its bytes). */

@@ -260,13 +260,14 @@ export class Engine {
   }
 
   /** This rank's contribution to a ready round, with the buffers of its new eager ids. */
-  private report(round: number, ids: readonly number[]): void {
-    const eager = this.eager.outgoing(ids, (id) => {
+  private report(round: number, ready: readonly number[]): readonly number[] {
+    const { ids, eager } = this.eager.outgoing(ready, (id) => {
       const request = this.cache.request(id);
       const entry = request && this.queue.get(request.name);
       return entry?.buffer ? { request: entry.request, buffer: entry.buffer } : undefined;
     });
-    this.broadcastControl({ type: 'ready', round, ids: [...ids], eager });
+    this.broadcastControl({ type: 'ready', round, ids, eager });
+    return ids;
   }
 
   private onRoundClosed(round: ClosedRound): void {

@@ -58,8 +58,11 @@ export class ReadyRounds {
   constructor(
     private readonly rank: number,
     private readonly size: number,
-    /** Sends this rank's contribution to round `round` to every peer. */
-    private readonly send: (round: number, ids: readonly number[]) => void,
+    /**
+     * Sends this rank's contribution to round `round` to every peer: `ready` (ascending), or a
+     * prefix of it when the message would be too large; returns the ids it reported.
+     */
+    private readonly send: (round: number, ready: readonly number[]) => readonly number[],
     /** Whether this rank has anything pending, so that it answers a peer's round at once. */
     private readonly busy: () => boolean = () => true,
   ) {}
@@ -151,11 +154,15 @@ export class ReadyRounds {
   }
 
   private contribute(): void {
-    this.own = [...this.ready].sort((a, b) => a - b);
-    this.reported = new Set(this.own);
     this.contributed = true;
     this.answerDue = false;
-    this.send(this.closedCount, this.own);
+    this.own = [
+      ...this.send(
+        this.closedCount,
+        [...this.ready].sort((a, b) => a - b),
+      ),
+    ];
+    this.reported = new Set(this.own);
   }
 
   private close(): ClosedRound {

@@ -63,6 +63,7 @@ async function connect(): Promise<Connection> {
     ...(config.secret === undefined ? {} : { secret: config.secret }),
     timeouts: { connectMs: config.startTimeoutMs, ioMs: config.ioTimeoutMs },
     heartbeatMs: config.heartbeatMs,
+    localSockets: config.unixSockets,
     log: logger,
   });
 }

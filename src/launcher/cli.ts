@@ -85,7 +85,10 @@ function buildProgram(out: { text: string }): Command {
       '--io-timeout <duration>',
       'a peer silent this long, or a read without progress, fails (RINGREDUCE_IO_TIMEOUT_MS, default 30s)',
     )
-    .option('--heartbeat <duration>', 'ping interval to silent peers while collectives are pending; 0 disables (RINGREDUCE_HEARTBEAT_MS, default 2s)')
+    .option(
+      '--heartbeat <duration>',
+      'ping interval to silent peers while collectives are pending; 0 disables (RINGREDUCE_HEARTBEAT_MS, default 2s)',
+    )
     .option(
       '--stall-warning <duration>',
       'rank 0 logs who holds a collective up after this; 0 disables (RINGREDUCE_STALL_WARNING_MS, default 30s)',

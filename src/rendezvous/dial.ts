@@ -1,7 +1,7 @@
 /**
- * Outgoing TCP connections with retry until a deadline. The store client needs it because
- * rank 0's server may come up after the other ranks start; the mesh uses it so a peer whose
- * accept backlog overflows briefly does not fail the job.
+ * Outgoing TCP (or Unix socket) connections with retry until a deadline. The store client
+ * needs it because rank 0's server may come up after the other ranks start; the mesh uses it
+ * so a peer whose accept backlog overflows briefly does not fail the job.
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -17,12 +17,19 @@ const kRetryable = new Set([
   'ENETUNREACH',
   'EAI_AGAIN',
 ]);
+/**
+ * For a Unix socket only a full backlog is worth waiting for. Anything else (no file, no
+ * listener, no permission) will not heal: the mesh falls back to TCP at once.
+ */
+const kRetryableLocal = new Set(['EAGAIN']);
 const kFirstBackoffMs = 20;
 const kMaxBackoffMs = 250;
 
 export interface DialOptions {
   host: string;
   port: number;
+  /** Dial this Unix socket instead of host:port. */
+  path?: string;
   /** Absolute deadline on the performance.now() clock. */
   deadline: number;
   /** What is being dialed, for error messages ("the store", "rank 3"). */
@@ -34,25 +41,25 @@ export interface DialOptions {
 }
 
 /**
- * Resolves with a connected socket (no-delay set). Rejects with TimeoutError naming the target
+ * Resolves with a connected socket (no-delay set on TCP). Rejects with TimeoutError naming the target
  * and the last error when the deadline passes, or with the raw error when it is not retryable.
  */
 export async function dial(options: DialOptions): Promise<net.Socket> {
   let backoff = kFirstBackoffMs;
   let lastError = 'no attempt made';
+  const target = options.path ?? `${options.host}:${options.port}`;
+  const retryable = options.path === undefined ? kRetryable : kRetryableLocal;
   for (;;) {
     options.signal?.throwIfAborted();
     const remaining = options.deadline - performance.now();
     if (remaining <= 0) {
-      throw new TimeoutError(
-        `could not connect to ${options.what} at ${options.host}:${options.port} before the deadline (last error: ${lastError})`,
-      );
+      throw new TimeoutError(`could not connect to ${options.what} at ${target} before the deadline (last error: ${lastError})`);
     }
     try {
       return await attempt(options, remaining);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? '';
-      if (!kRetryable.has(code)) throw error;
+      if (!retryable.has(code)) throw error;
       lastError = code;
     }
     const pause = Math.min(backoff, options.deadline - performance.now());
@@ -63,7 +70,10 @@ export async function dial(options: DialOptions): Promise<net.Socket> {
 
 function attempt(options: DialOptions, remainingMs: number): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
-    const connectOptions: net.NetConnectOpts = { host: options.host, port: options.port, noDelay: true };
+    // Unix sockets have no Nagle to turn off.
+    const connectOptions: net.NetConnectOpts =
+      options.path === undefined ? { host: options.host, port: options.port, noDelay: true } : { path: options.path };
+    // Also on a Unix socket: net.connect gives its pipe handle the user buffer like a TCP one.
     if (options.onread) connectOptions.onread = options.onread;
     const socket = net.connect(connectOptions);
     // A SYN into a black hole would otherwise hang for minutes.
@@ -83,7 +93,7 @@ function attempt(options: DialOptions, remainingMs: number): Promise<net.Socket>
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
       socket.off('error', onError);
-      socket.setNoDelay(true);
+      if (options.path === undefined) socket.setNoDelay(true);
       resolve(socket);
     });
   });

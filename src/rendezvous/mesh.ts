@@ -1,11 +1,16 @@
 /**
- * Full-mesh connect: turns a Store and a rank into one pair of TCP connections per peer.
+ * Full-mesh connect: turns a Store and a rank into one pair of connections per peer: TCP,
+ * or Unix domain sockets between ranks on the same host.
  *
  * How it works:
- * 1. Listen on an ephemeral port (MeshAcceptor) and publish "host:port" under `addr/<rank>`.
- * 2. For every peer: read its address from the store (waiting until it is there), dial it and
- *    run the handshake (handshake.ts: hello, challenge, response, ack), in which both sides
- *    prove they know the job secret. Meanwhile accept one connection from every peer.
+ * 1. Listen on an ephemeral port (MeshAcceptor) and publish "host:port" under `addr/<rank>`;
+ *    with `localSockets` (the default) also listen on a Unix socket and publish its path with
+ *    this rank's same-host identity (local_socket.ts).
+ * 2. For every peer: read its address from the store (waiting until it is there), dial it (its
+ *    Unix socket when its identity equals ours and both sides allow it, since it streams
+ *    faster than loopback TCP; TCP otherwise, or when the Unix dial fails) and run the
+ *    handshake (handshake.ts: hello, challenge, response, ack), in which both sides prove they
+ *    know the job secret. Meanwhile accept one connection from every peer.
  * 3. Barrier through the store, so that when connectMesh resolves on any rank, every rank's
  *    mesh is complete (and rank 0 may stop serving the store without stranding anyone).
  *
@@ -17,6 +22,9 @@
  * connections it accepted: for peers a and b, a→b (dialed by a) carries b's frames to a, and
  * b→a carries a's frames to b. Each direction gets its own socket buffers and congestion
  * window, which costs nothing in throughput.
+ *
+ * The handshake, the `onread` receive and the transport above are the same on both kinds of
+ * socket; `PeerLink.via` says which one a link uses.
  *
  * Every wait shares one deadline; a TimeoutError says which ranks did not publish an address,
  * could not be reached, or did not connect to us.
@@ -38,6 +46,7 @@ import {
   type Transcript,
   verifyAcceptor,
 } from './handshake.js';
+import { localSocketPath, sameHostIdentity } from './local_socket.js';
 import { MeshAcceptor } from './mesh_acceptor.js';
 import { barrier } from './mesh_barrier.js';
 import { ReadPort } from './read_port.js';
@@ -60,13 +69,28 @@ export interface MeshOptions {
   timeoutMs: number;
   /** Store key prefix; defaults to `mesh/<jobId>/`. */
   keyPrefix?: string;
+  /**
+   * Use Unix domain sockets to and from ranks on the same host (same boot, network and mount
+   * namespace); false: TCP only, neither listening on nor dialing a Unix socket. Default true.
+   */
+  localSockets?: boolean;
+}
+
+/** How a rank is reached; published in the store as JSON under `<prefix>addr/<rank>`. */
+interface Advertised {
+  host: string;
+  port: number;
+  /** Present when the rank listens on a Unix socket: its same-host identity and path. */
+  local?: { id: string; path: string };
 }
 
 /** The two connections to one peer, handshaken and ready for the transport. */
 export interface PeerLink {
   peer: number;
-  /** "host:port" the peer listens on, for error messages. */
+  /** "host:port" the peer listens on, for error messages (also when `via` is 'unix'). */
   address: string;
+  /** What the connection we dialed runs over (the peer chose for the one we accepted). */
+  via: 'tcp' | 'unix';
   /** Dialed by us: the peer's frames arrive here, read through `recvPort`. */
   recvSocket: net.Socket;
   recvPort: ReadPort;
@@ -99,15 +123,17 @@ export async function connectMesh(options: MeshOptions): Promise<PeerLink[]> {
   const abort = new AbortController();
   const key = options.key ?? new JobKey(undefined);
   const acceptor = new MeshAcceptor({ rank, size, jobId, key, onRefused: options.onRefused });
-  const dialed = new Map<number, { socket: net.Socket; port: ReadPort; address: string }>();
+  const dialed = new Map<number, Dialed>();
   const opened: net.Socket[] = [];
   try {
     const port = await acceptor.listen(options.host);
-    const advertised = { host: options.advertiseHost ?? options.host, port };
+    const advertised: Advertised = { host: options.advertiseHost ?? options.host, port };
+    const local = options.localSockets === false ? null : await listenLocal(acceptor, jobId, rank);
+    if (local) advertised.local = local;
     await options.store.set(`${prefix}addr/${rank}`, Buffer.from(JSON.stringify(advertised)));
     const peers = [...Array(size).keys()].filter((p) => p !== rank);
     const dialing = peers.map((peer) =>
-      dialPeer(options, key, prefix, peer, deadline, abort.signal, opened).then(
+      dialPeer(options, key, prefix, local?.id ?? null, peer, deadline, abort.signal, opened).then(
         (link) => void dialed.set(peer, link),
         (error) => {
           // A timeout is reported with the others below; anything else is the answer right away.
@@ -126,7 +152,7 @@ export async function connectMesh(options: MeshOptions): Promise<PeerLink[]> {
       const link = dialed.get(peer);
       const sendSocket = acceptor.accepted.get(peer);
       if (!link || !sendSocket) throw new Error(`mesh invariant: rank ${peer} missing after a complete connect`);
-      return { peer, address: link.address, recvSocket: link.socket, recvPort: link.port, sendSocket };
+      return { peer, address: link.address, via: link.via, recvSocket: link.socket, recvPort: link.port, sendSocket };
     });
   } catch (error) {
     if (!abort.signal.aborted) abort.abort(error);
@@ -146,22 +172,39 @@ export function destroyLinks(links: readonly PeerLink[]): void {
   }
 }
 
+/** Listens on a Unix socket when this host has an identity and a path fits; null: TCP only. */
+async function listenLocal(acceptor: MeshAcceptor, jobId: string, rank: number): Promise<Advertised['local'] | null> {
+  const id = sameHostIdentity();
+  const path = id === null ? null : localSocketPath(jobId, rank);
+  if (id === null || path === null) return null;
+  return (await acceptor.listenLocal(path)) ? { id, path } : null;
+}
+
+interface Dialed {
+  socket: net.Socket;
+  port: ReadPort;
+  address: string;
+  via: 'tcp' | 'unix';
+}
+
+/** `localId`: our same-host identity when we use Unix sockets, else null. */
 async function dialPeer(
   options: MeshOptions,
   key: JobKey,
   prefix: string,
+  localId: string | null,
   peer: number,
   deadline: number,
   signal: AbortSignal,
   opened: net.Socket[],
-): Promise<{ socket: net.Socket; port: ReadPort; address: string }> {
+): Promise<Dialed> {
   let raw: Uint8Array;
   try {
     raw = await abortable(options.store.get(`${prefix}addr/${peer}`, remaining(deadline)), signal);
   } catch (error) {
     throw error instanceof TimeoutError ? new StageTimeout('address', peer) : error;
   }
-  const { host, port } = parseAddress(raw, peer);
+  const { host, port, local } = parseAddress(raw, peer);
   const address = `${host}:${port}`;
   const who = `rank ${peer} at ${address}`;
   // Each handshake message from the acceptor is read by a sink of its exact size, so the
@@ -173,9 +216,17 @@ async function dialPeer(
     });
   let message = next();
   const readPort = new ReadPort(new ExactSink(kChallengeBytes, (bytes) => onMessage(bytes)));
-  let socket: net.Socket;
+  const target = { host, port, deadline, what: `rank ${peer}`, onread: readPort.onread, signal };
+  let socket: net.Socket | null = null;
+  let via: Dialed['via'] = 'tcp';
+  if (localId !== null && local !== undefined && local.id === localId) {
+    // A Unix dial that fails (the file is gone, another user's socket) falls back to TCP.
+    socket = await dial({ ...target, path: local.path }).catch(() => null);
+    signal.throwIfAborted();
+    if (socket) via = 'unix';
+  }
   try {
-    socket = await dial({ host, port, deadline, what: `rank ${peer}`, onread: readPort.onread, signal });
+    socket ??= await dial(target);
   } catch (error) {
     throw error instanceof TimeoutError
       ? new StageTimeout('connect', peer)
@@ -209,19 +260,25 @@ async function dialPeer(
   socket.resume();
   socket.write(encodeResponse(options.rank, options.size, dialerProof(key, transcript)));
   checkAck(await receive(), peer, options.size, who);
-  return { socket, port: readPort, address };
+  return { socket, port: readPort, address, via };
 }
 
-function parseAddress(raw: Uint8Array, peer: number): { host: string; port: number } {
+function parseAddress(raw: Uint8Array, peer: number): Advertised {
   try {
-    const value = JSON.parse(Buffer.from(raw).toString('utf8')) as { host?: unknown; port?: unknown };
+    const value = JSON.parse(Buffer.from(raw).toString('utf8')) as { host?: unknown; port?: unknown; local?: unknown };
     if (
       typeof value.host === 'string' &&
       Number.isInteger(value.port) &&
       (value.port as number) > 0 &&
       (value.port as number) < 65536
     ) {
-      return { host: value.host, port: value.port as number };
+      const parsed: Advertised = { host: value.host, port: value.port as number };
+      const local = value.local as { id?: unknown; path?: unknown } | undefined;
+      // A malformed `local` only costs the Unix socket: the peer is still reachable over TCP.
+      if (typeof local?.id === 'string' && typeof local.path === 'string' && local.path !== '') {
+        parsed.local = { id: local.id, path: local.path };
+      }
+      return parsed;
     }
   } catch {}
   throw new ProtocolError(`rank ${peer} published a malformed address in the store`);

@@ -1,10 +1,12 @@
 /**
- * The accepting half of the mesh: listens on an ephemeral port, runs the acceptor's side of
- * the handshake (handshake.ts) on every incoming connection and keeps one accepted socket per
- * peer rank. A rank's slot is taken only once its dialer has proven it knows the job secret. A
- * connection that is not ours, claims the wrong job, size or rank, or fails the proof, is
- * refused, reported through `onRefused` (the engine logs it) and recorded so a timeout message
- * can say who knocked; the mesh goes on waiting for the real peer.
+ * The accepting half of the mesh: listens on an ephemeral port (and, for ranks on the same
+ * host, on a Unix socket: local_socket.ts), runs the acceptor's side of the handshake
+ * (handshake.ts) on every incoming connection, whichever listener it came through, and keeps
+ * one accepted socket per peer rank. A rank's slot is taken only once its dialer has proven
+ * it knows the job secret. A connection that is not ours, claims the wrong job, size or rank,
+ * or fails the proof, is refused, reported through `onRefused` (the engine logs it) and
+ * recorded so a timeout message can say who knocked; the mesh goes on waiting for the real
+ * peer.
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -31,6 +33,7 @@ import {
   type Transcript,
   verifyDialer,
 } from './handshake.js';
+import { removeSocketFile } from './local_socket.js';
 
 export interface MeshAcceptorOptions {
   rank: number;
@@ -53,7 +56,9 @@ interface Incoming {
 }
 
 export class MeshAcceptor {
-  private readonly server = net.createServer((socket) => this.onConnection(socket));
+  private readonly server = net.createServer((socket) => this.onConnection(socket, null));
+  /** The Unix socket listener and its path, while it listens. */
+  private local: { server: net.Server; path: string } | null = null;
   readonly accepted = new Map<number, net.Socket>();
   /** "address: reason" of every refused connection, newest last (bounded). */
   readonly refused: string[] = [];
@@ -69,14 +74,33 @@ export class MeshAcceptor {
   }
 
   /** Listens on `host` with an ephemeral port; resolves with the port. */
-  listen(host: string): Promise<number> {
-    return new Promise((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen({ host, port: 0 }, () => {
-        this.server.off('error', reject);
-        resolve((this.server.address() as net.AddressInfo).port);
-      });
-    });
+  async listen(host: string): Promise<number> {
+    await listenOn(this.server, { host, port: 0 });
+    return (this.server.address() as net.AddressInfo).port;
+  }
+
+  /**
+   * Also listens on the Unix socket `path` (a stale file there is removed first); resolves
+   * false when it cannot (the peers then dial TCP). stopListening() removes the file.
+   */
+  async listenLocal(path: string): Promise<boolean> {
+    if (!this.listening || this.local) return false;
+    removeSocketFile(path);
+    const server = net.createServer((socket) => this.onConnection(socket, path));
+    try {
+      await listenOn(server, { path });
+    } catch {
+      removeSocketFile(path);
+      return false;
+    }
+    if (!this.listening) {
+      // Stopped while we were binding.
+      server.close();
+      removeSocketFile(path);
+      return false;
+    }
+    this.local = { server, path };
+    return true;
   }
 
   /** Ranks that have not connected to us yet. */
@@ -112,6 +136,11 @@ export class MeshAcceptor {
   stopListening(): void {
     this.listening = false;
     if (this.server.listening) this.server.close();
+    if (this.local) {
+      this.local.server.close();
+      removeSocketFile(this.local.path);
+      this.local = null;
+    }
     for (const socket of this.handshaking) socket.destroy();
     this.handshaking.clear();
   }
@@ -121,12 +150,14 @@ export class MeshAcceptor {
     for (const socket of this.accepted.values()) socket.destroy();
   }
 
-  private onConnection(socket: net.Socket): void {
-    socket.setNoDelay(true);
+  /** `localPath`: the Unix socket it came through, else null (TCP). */
+  private onConnection(socket: net.Socket, localPath: string | null): void {
+    if (localPath === null) socket.setNoDelay(true); // Unix sockets have no Nagle
     this.handshaking.add(socket);
     const conn: Incoming = {
       socket,
-      remote: `${socket.remoteAddress}:${socket.remotePort}`,
+      // A Unix socket's peer has no address: name the socket it came through.
+      remote: localPath === null ? `${socket.remoteAddress}:${socket.remotePort}` : `unix:${localPath}`,
       received: Buffer.alloc(0),
       transcript: null,
       rank: -1,
@@ -230,4 +261,14 @@ export class MeshAcceptor {
     if (this.refused.length < 16) this.refused.push(`${conn.remote}: ${reason}`);
     this.options.onRefused?.(conn.remote, reason);
   }
+}
+
+function listenOn(server: net.Server, options: net.ListenOptions): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
 }

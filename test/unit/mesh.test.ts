@@ -40,7 +40,8 @@ describe('connectMesh', () => {
 
   it('connects 3 ranks: one receive and one send socket per peer, no-delay, ordered by rank', async () => {
     job++;
-    const meshes = await Promise.all([0, 1, 2].map((rank) => mesh({ rank, size: 3 })));
+    // TCP only, so the ports below mean something (Unix sockets: mesh_local_sockets.test.ts).
+    const meshes = await Promise.all([0, 1, 2].map((rank) => mesh({ rank, size: 3, localSockets: false })));
     assert.deepEqual(
       meshes.map((links) => links.map((l) => l.peer)),
       [
@@ -52,6 +53,8 @@ describe('connectMesh', () => {
     // rank 0's receive socket from rank 1 is rank 1's send socket to rank 0.
     const [m0, m1] = meshes as [PeerLink[], PeerLink[]];
     assert.equal(m0[0]?.recvSocket.localPort, m1[0]?.sendSocket.remotePort);
+    assert.equal(typeof m0[0]?.recvSocket.localPort, 'number');
+    assert.equal(m0[0]?.via, 'tcp');
     assert.match(m0[0]?.address ?? '', /^127\.0\.0\.1:\d+$/);
     for (const links of meshes) destroyLinks(links);
   });

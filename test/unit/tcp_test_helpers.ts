@@ -72,5 +72,5 @@ export function delay(ms: number): Promise<void> {
 /** Handles that would keep the process alive, by type (after letting closing handles finish). */
 export async function liveHandles(): Promise<string[]> {
   await delay(20);
-  return process.getActiveResourcesInfo().filter((r) => r.startsWith('TCP') || r === 'Timeout');
+  return process.getActiveResourcesInfo().filter((r) => r.startsWith('TCP') || r.startsWith('Pipe') || r === 'Timeout');
 }

@@ -47,18 +47,23 @@ describe('TcpTransport', () => {
 
   it('lands 64 MiB straight in SharedArrayBuffer memory when the recv is posted first', kTestTimeout, async () => {
     const world = await makeWorld(2);
-    const [a, b] = world.transports as [(typeof world.transports)[0], (typeof world.transports)[0]];
-    const size = 64 * 1024 * 1024;
-    const source = bigPattern(size, 11, true);
-    const into = new Uint8Array(new SharedArrayBuffer(size + 32), 16, size); // an offset view, like a tensor slice
-    await Promise.all([b.recv(0, 1, into), a.send(1, 1, source)]);
-    assert.ok(equalBytes(into, source));
-    assert.equal(new Uint8Array(into.buffer)[15], 0, 'nothing written before the view');
-    assert.equal(new Uint8Array(into.buffer)[16 + size], 0, 'nothing written after the view');
-    const stats = b.stats();
-    assert.ok(stats.zeroCopyBytes >= size - 64 * 1024, `only ${stats.zeroCopyBytes} of ${size} bytes landed without a copy`);
-    assert.equal(stats.zeroCopyBytes + stats.copiedBytes, size);
-    await world.close();
+    try {
+      const [a, b] = world.transports as [(typeof world.transports)[0], (typeof world.transports)[0]];
+      const size = 64 * 1024 * 1024;
+      const source = bigPattern(size, 11, true);
+      const into = new Uint8Array(new SharedArrayBuffer(size + 32), 16, size); // an offset view, like a tensor slice
+      await Promise.all([b.recv(0, 1, into), a.send(1, 1, source)]);
+      assert.ok(equalBytes(into, source));
+      assert.equal(new Uint8Array(into.buffer)[15], 0, 'nothing written before the view');
+      assert.equal(new Uint8Array(into.buffer)[16 + size], 0, 'nothing written after the view');
+      const stats = b.stats();
+      // Copied: the first read (up to 64 KiB, before the recv is matched) and a tail shorter than
+      // the direct-read minimum (16 KiB); everything else lands in place, over TCP or a Unix socket.
+      assert.ok(stats.zeroCopyBytes >= size - 80 * 1024, `only ${stats.zeroCopyBytes} of ${size} bytes landed without a copy`);
+      assert.equal(stats.zeroCopyBytes + stats.copiedBytes, size);
+    } finally {
+      await world.close();
+    }
   });
 
   it('stages a large message that arrives first, and redirects one whose recv comes mid-way', kTestTimeout, async () => {

@@ -50,8 +50,10 @@ export interface TcpTransportConfig {
   /** The job secret (RINGREDUCE_SECRET); never logged, never sent. Unset: the empty key. */
   secret?: string;
   timeouts: { connectMs: number; ioMs: number };
-  /** Heartbeat interval on idle links (liveness.ts); 0 turns heartbeats off. Default 0. */
+  /** Ping interval while collectives are pending (liveness.ts); 0 turns pings off. Default 0. */
   heartbeatMs?: number;
+  /** Ranks on the same host (and network namespace) connect over Unix domain sockets. Default true. */
+  localSockets?: boolean;
   maxFrameBytes?: number;
   /** Where refused connections and other link events are reported. */
   log?: { warn(message: string): void; info(message: string): void };
@@ -107,6 +109,7 @@ export async function createTcpTransport(config: TcpTransportConfig): Promise<Tc
       advertiseHost,
       jobId,
       key,
+      localSockets: config.localSockets ?? true,
       onRefused: (remote, reason) => log?.warn(`mesh: refused a connection from ${remote}: ${reason}`),
       timeoutMs: Math.max(1, deadline - performance.now()),
     });
