@@ -88,7 +88,7 @@ async function main(): Promise<number> {
     );
     console.log(formatTable(rows, args.dtype));
     const idleCpu = reports.map((r) => `${r.idleCpuMs.toFixed(1)} ms`).join(', ');
-    console.log(`\n# idle job, CPU used per rank in 1 s with nothing pending: ${idleCpu}`);
+    console.log(`\n# idle job, CPU used per rank in 1 s with nothing pending (2 s after the last call): ${idleCpu}`);
     console.log(`# after: ${machine.after}`);
     if (args.json) {
       const idleCpuMs = reports.map((r) => r.idleCpuMs);

@@ -15,6 +15,8 @@ import { checkOutput, makeInput } from './patterns.js';
 import { autoIterations, type BenchOp, type BenchReport, type BenchRow, type BenchSpec } from './spec.js';
 
 const kRoot = 0;
+/** The idle probe waits this long first (the collector's after-work), then measures one second. */
+const kIdleSettleMs = 2000;
 const kIdleProbeMs = 1000;
 
 /**
@@ -84,6 +86,7 @@ async function main(): Promise<void> {
   try {
     for (const op of spec.ops) for (const bytes of spec.sizes) rows.push(await measure(rr, spec, op, bytes));
     // An idle job must use no CPU: measure this process (both threads) while nothing is pending.
+    await new Promise((resolve) => setTimeout(resolve, kIdleSettleMs));
     const before = process.cpuUsage();
     await new Promise((resolve) => setTimeout(resolve, kIdleProbeMs));
     const used = process.cpuUsage(before);

@@ -43,7 +43,7 @@ export interface BenchReport {
   rank: number;
   size: number;
   rows: BenchRow[];
-  /** CPU time this rank's process used while idle for one second after the runs. */
+  /** CPU time this rank's process used while idle for one second, starting 2 s after the runs. */
   idleCpuMs: number;
 }
 
