@@ -18,10 +18,10 @@ function setup(warningMs: number, timeoutMs: number) {
       for (const { name } of stalled) waiting.delete(name);
     },
   });
-  const submit = (name: string, size: number, ranks: number[]) => {
+  const submit = (name: string, size: number, ranks: number[], since = performance.now()) => {
     const requests = new Array(size).fill(undefined);
     for (const r of ranks) requests[r] = {};
-    waiting.set(name, { since: performance.now(), requests });
+    waiting.set(name, { since, requests });
     inspector.update();
   };
   return { inspector, lines, waiting, failed, submit };
@@ -32,8 +32,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 describe('StallInspector', () => {
   it('warns once, naming per rank the tensors it has not submitted, then fails them', async () => {
     const { inspector, lines, failed, submit } = setup(60, 200);
-    submit('grad/w', 4, [0, 1]);
-    submit('grad/b', 4, [0, 1, 3]);
+    // Submitted at the same instant, so that both are due together whatever the scheduling.
+    const since = performance.now();
+    submit('grad/w', 4, [0, 1], since);
+    submit('grad/b', 4, [0, 1, 3], since);
     await sleep(120);
     assert.equal(lines.length, 1, lines.join(''));
     assert.match(
