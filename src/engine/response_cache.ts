@@ -46,11 +46,6 @@ export class ResponseCache {
     return this.byId[id];
   }
 
-  /** Whether `id` was ever assigned (evicted or not). */
-  assigned(id: number): boolean {
-    return id < this.byId.length;
-  }
-
   /** Takes `id` out of the cache for good; its name may be learned again under a new id. */
   evict(id: number): void {
     const request = this.byId[id];

@@ -3,18 +3,12 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { ProtocolError, TimeoutError } from '../../src/api/errors.js';
 import { JobKey } from '../../src/rendezvous/auth.js';
-import {
-  checkChallenge,
-  dialerProof,
-  encodeHello,
-  encodeResponse,
-  kAckBytes,
-  kChallengeBytes,
-} from '../../src/rendezvous/handshake.js';
+import { kAckBytes, kChallengeBytes } from '../../src/rendezvous/handshake.js';
 import { connectMesh, destroyLinks, type MeshOptions, type PeerLink } from '../../src/rendezvous/mesh.js';
 import type { StoreAddress } from '../../src/rendezvous/store.js';
 import { TcpStoreClient, TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
 import { createTcpTransport } from '../../src/transport/tcp/index.js';
+import { strangerWithWrongSecret } from './mesh_test_helpers.js';
 import { liveHandles } from './tcp_test_helpers.js';
 
 describe('connectMesh', () => {
@@ -114,29 +108,7 @@ describe('connectMesh', () => {
     const { host, port } = JSON.parse(Buffer.from(await spy.get(`t${job}/addr/0`, 2000)).toString());
     await spy.close();
     // The stranger knows the job id and claims rank 1, but proves a different secret.
-    const answers = await new Promise<Buffer>((resolve) => {
-      const socket = net.connect(port, host);
-      let got = Buffer.alloc(0);
-      const nonce = Buffer.alloc(32, 3);
-      socket.on('error', () => {});
-      socket.on('data', (chunk) => {
-        got = Buffer.concat([got, chunk]);
-        if (got.byteLength === kChallengeBytes) {
-          const challenge = checkChallenge(got, 0, 2, 'rank 0');
-          const transcript = {
-            jobId: `job${job}`,
-            size: 2,
-            dialer: 1,
-            acceptor: 0,
-            dialerNonce: nonce,
-            acceptorNonce: challenge.nonce,
-          };
-          socket.write(encodeResponse(1, 2, dialerProof(new JobKey('guessed'), transcript)));
-        }
-      });
-      socket.on('close', () => resolve(got));
-      socket.write(encodeHello(1, 2, `job${job}`, nonce));
-    });
+    const answers = await strangerWithWrongSecret(net.connect(port, host), `job${job}`, 3);
     assert.equal(answers.byteLength, kChallengeBytes + kAckBytes);
     assert.equal(answers.readUInt8(kChallengeBytes + 7), 6, 'ack status: bad auth');
     assert.match(refused.join('\n'), /127\.0\.0\.1:\d+ rank 1: authentication failed \(wrong or missing job secret\)/);

@@ -6,20 +6,14 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { JobKey } from '../../src/rendezvous/auth.js';
-import {
-  checkChallenge,
-  dialerProof,
-  encodeHello,
-  encodeResponse,
-  kAckBytes,
-  kChallengeBytes,
-} from '../../src/rendezvous/handshake.js';
+import { kAckBytes, kChallengeBytes } from '../../src/rendezvous/handshake.js';
 import { localSocketPath, sameHostIdentity } from '../../src/rendezvous/local_socket.js';
 import { connectMesh, destroyLinks, type MeshOptions, type PeerLink } from '../../src/rendezvous/mesh.js';
 import { MeshAcceptor } from '../../src/rendezvous/mesh_acceptor.js';
 import type { Store, StoreAddress } from '../../src/rendezvous/store.js';
 import { TcpStoreClient, TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
 import { TcpTransport } from '../../src/transport/tcp/tcp_transport.js';
+import { strangerWithWrongSecret } from './mesh_test_helpers.js';
 
 const linux = process.platform === 'linux' && sameHostIdentity() !== null;
 const skip = linux ? false : 'needs /proc (Linux) for the same-host identity';
@@ -259,29 +253,7 @@ describe('connectMesh over Unix sockets', () => {
     const first = mesh({ rank: 0, size: 2, key, onRefused: (remote, reason) => refused.push(`${remote} ${reason}`) });
     const path = (await published(0)).local?.path as string;
     assert.ok(path, 'rank 0 published its socket');
-    const answers = await new Promise<Buffer>((resolve) => {
-      const socket = net.connect({ path });
-      let got = Buffer.alloc(0);
-      const nonce = Buffer.alloc(32, 9);
-      socket.on('error', () => {});
-      socket.on('data', (chunk) => {
-        got = Buffer.concat([got, chunk]);
-        if (got.byteLength === kChallengeBytes) {
-          const challenge = checkChallenge(got, 0, 2, 'rank 0');
-          const transcript = {
-            jobId: `uds${job}`,
-            size: 2,
-            dialer: 1,
-            acceptor: 0,
-            dialerNonce: nonce,
-            acceptorNonce: challenge.nonce,
-          };
-          socket.write(encodeResponse(1, 2, dialerProof(new JobKey('guessed'), transcript)));
-        }
-      });
-      socket.on('close', () => resolve(got));
-      socket.write(encodeHello(1, 2, `uds${job}`, nonce));
-    });
+    const answers = await strangerWithWrongSecret(net.connect({ path }), `uds${job}`, 9);
     assert.equal(answers.byteLength, kChallengeBytes + kAckBytes);
     assert.equal(answers.readUInt8(kChallengeBytes + 7), 6, 'ack status: bad auth');
     assert.equal(refused.length, 1);
