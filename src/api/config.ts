@@ -51,6 +51,11 @@ export interface Config {
   readonly cacheCapacity: number;
   /** Bytes per message of the pipelined ring and chain algorithms (the same on every rank). */
   readonly segmentBytes: number;
+  /**
+   * How long the engine may hold its report of a call while the caller is still making more
+   * calls in the same synchronous burst (so the burst runs fused); 0: report at once.
+   */
+  readonly burstHoldMs: number;
   /** TCP backend: ranks on the same host talk over Unix domain sockets (faster than loopback TCP). */
   readonly unixSockets: boolean;
   /** Chrome trace file of the engine's phases (rank r > 0 of a larger job: see timelinePathFor), or undefined. */
@@ -85,6 +90,7 @@ const kOptionsSchema = z.strictObject({
   fusionThresholdBytes: z.number().int().nonnegative().optional(),
   cacheCapacity: z.number().int().nonnegative().optional(),
   segmentBytes: z.number().int().positive().optional(),
+  burstHoldMs: timeoutField.optional(),
   unixSockets: z.boolean().optional(),
   timeline: z.string().min(1).optional(),
 });
@@ -203,6 +209,9 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     // 4 MiB: against 256 KiB, 16 MiB allreduces took 14-19 ms instead of 28 ms on 2 ranks and
     // 45-50 ms instead of 86-89 ms on 4 (docs/performance.md); fewer, larger messages win here.
     segmentBytes: o.segmentBytes ?? envInt(env, 'RINGREDUCE_SEGMENT_BYTES', 1) ?? 4 * 1024 * 1024,
+    // A burst of 100 calls takes about 1 ms here. Only bursts are held (a lone call never is), so
+    // the hold delays just calls that a long computation follows within the same tick.
+    burstHoldMs: o.burstHoldMs ?? envInt(env, 'RINGREDUCE_BURST_HOLD_MS') ?? 2,
     unixSockets: o.unixSockets ?? env.RINGREDUCE_UNIX_SOCKETS !== '0',
     timeline: o.timeline ?? (env.RINGREDUCE_TIMELINE || undefined),
   });

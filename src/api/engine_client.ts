@@ -12,6 +12,7 @@ import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from '
 import type { Request } from '../engine/messages.js';
 import {
   type FromEngine,
+  kSignalBurst,
   kSignalCompletions,
   type Submission,
   type ToEngine,
@@ -131,12 +132,16 @@ export class EngineClient {
    * calls of the burst (a training step submitting its gradients in a loop) are posted together
    * at its end, in a microtask: the engine sees them together and reports them in one ready
    * round, fused, instead of a few at a time as separate messages trickle in (each postMessage
-   * costs 4-10 us).
+   * costs 4-10 us). While the burst lasts, a shared flag tells the engine that the rest is
+   * coming, so it reports the first call together with them (engine/burst_gate.ts).
    */
   private post(request: Request, buffer: TypedArray | undefined): number {
     if (this.closed) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
     const id = this.nextId++;
     if (this.inBurst) {
+      // Raised at the second call, not the first: a lone call (a latency loop) never makes the
+      // engine wait, even when posting it hands the core to the engine before this line runs.
+      if (this.burst.length === 0) Atomics.store(this.signal, kSignalBurst, 1);
       this.burst.push({ id, request, buffer });
     } else {
       this.inBurst = true;
@@ -153,10 +158,13 @@ export class EngineClient {
   private endBurst(): void {
     this.inBurst = false;
     this.bursts++;
-    if (this.burst.length === 0) return;
-    const submissions = this.burst;
-    this.burst = [];
-    this.worker.postMessage({ type: 'enqueue', submissions } satisfies ToEngine);
+    if (this.burst.length > 0) {
+      const submissions = this.burst;
+      this.burst = [];
+      this.worker.postMessage({ type: 'enqueue', submissions } satisfies ToEngine);
+    }
+    // Lowered after the post: an engine that sees the flag down finds the burst in its queue.
+    if (Atomics.exchange(this.signal, kSignalBurst, 0) === 1) Atomics.notify(this.signal, kSignalBurst);
   }
 
   private drain(): void {

@@ -26,6 +26,7 @@ import { SharedMemoryReclaimer } from '../api/shared_memory_reclaimer.js';
 import type { Logger } from '../observability/logger.js';
 import { Timeline, timelinePathFor } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
+import type { BurstGate } from './burst_gate.js';
 import { decodeControl, encodeControl } from './codec.js';
 import { Coordinator } from './coordinator.js';
 import { EagerExchange } from './eager_exchange.js';
@@ -91,6 +92,8 @@ export class Engine {
     private readonly transport: Transport,
     private readonly postToCaller: (message: FromEngine) => void,
     private readonly logger: Logger,
+    /** Holds the report while the caller is still submitting (worker only; see burst_gate.ts). */
+    private readonly burstGate?: BurstGate,
   ) {
     this.cache = new ResponseCache(config.cacheCapacity);
     this.rounds = new ReadyRounds(
@@ -140,7 +143,8 @@ export class Engine {
     // Requests the caller made in one burst reach the coordinator as one report.
     if (!this.flushScheduled) {
       this.flushScheduled = true;
-      setImmediate(() => this.flush());
+      const gate = this.burstGate;
+      setImmediate(() => (gate ? gate.whenIdle(() => this.flush()) : this.flush()));
     }
   }
 

@@ -3,14 +3,15 @@
  * caller's messages to the Engine and posts completions back on the completion port, bumping
  * the shared signal so a caller blocked in a ...Sync call wakes up.
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { toErrorRecord } from '../api/errors.js';
 import { Logger } from '../observability/logger.js';
 import { SoloTransport } from '../transport/solo_transport.js';
 import { createTcpTransport } from '../transport/tcp/index.js';
 import type { Transport } from '../transport/transport.js';
+import { BurstGate } from './burst_gate.js';
 import { Engine } from './engine.js';
-import { type FromEngine, kSignalCompletions, type ToEngine, type WorkerInit } from './worker_protocol.js';
+import { type FromEngine, kSignalBurst, kSignalCompletions, type ToEngine, type WorkerInit } from './worker_protocol.js';
 
 const { config, port, signal } = workerData as WorkerInit;
 const logger = new Logger(`[rank ${config.rank}]`, config.logLevel);
@@ -78,10 +79,22 @@ async function main(): Promise<void> {
     port.close();
     return;
   }
-  const engine = new Engine(config, connection.transport, post, logger);
+  const enqueue = (message: ToEngine & { type: 'enqueue' }) => {
+    for (const { id, request, buffer } of message.submissions) engine.enqueue(id, request, buffer);
+  };
+  // The submissions a burst posted before lowering its flag are queued on the port already.
+  const drainSubmissions = () => {
+    for (let m = parentPort && receiveMessageOnPort(parentPort); m; m = parentPort && receiveMessageOnPort(parentPort)) {
+      const message = m.message as ToEngine;
+      if (message.type === 'enqueue') enqueue(message);
+      else setImmediate(() => void onMessage(message));
+    }
+  };
+  const gate = config.burstHoldMs > 0 ? new BurstGate(signal, kSignalBurst, config.burstHoldMs, drainSubmissions) : undefined;
+  const engine = new Engine(config, connection.transport, post, logger, gate);
   const onMessage = async (message: ToEngine): Promise<void> => {
     if (message.type === 'enqueue') {
-      for (const { id, request, buffer } of message.submissions) engine.enqueue(id, request, buffer);
+      enqueue(message);
       return;
     }
     parentPort?.off('message', onMessage);

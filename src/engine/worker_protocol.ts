@@ -13,7 +13,11 @@ export interface WorkerInit {
   config: Config;
   /** The port the engine posts completions on (a MessagePort, so a blocked caller can drain it). */
   port: import('node:worker_threads').MessagePort;
-  /** Int32Array over a SharedArrayBuffer: [0] counts completions posted, for Atomics.wait. */
+  /**
+   * Int32Array over a SharedArrayBuffer: [kSignalCompletions] counts completions posted (a caller
+   * blocked in a ...Sync call waits on it); [kSignalBurst] is 1 while the caller is inside a
+   * synchronous burst of calls (engine/burst_gate.ts).
+   */
   signal: Int32Array;
 }
 
@@ -37,3 +41,4 @@ export type FromEngine =
   | { type: 'closed' };
 
 export const kSignalCompletions = 0;
+export const kSignalBurst = 1;
