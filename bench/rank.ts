@@ -27,11 +27,11 @@ async function runOne(rr: RingReduce, spec: BenchSpec, op: BenchOp, input: Typed
   const name = `bench/${op}/${input.byteLength}`;
   if (spec.sync) {
     if (op === 'allreduce') return rr.allreduceSync(input, out ? { name, out } : { name });
-    if (op === 'allgather') return rr.allgatherSync(input, { name });
+    if (op === 'allgather') return rr.allgatherSync(input, out ? { name, out } : { name });
     return rr.broadcastSync(input, out ? { name, root: kRoot, out } : { name, root: kRoot });
   }
   if (op === 'allreduce') return rr.allreduce(input, out ? { name, out } : { name });
-  if (op === 'allgather') return rr.allgather(input, { name });
+  if (op === 'allgather') return rr.allgather(input, out ? { name, out } : { name });
   return rr.broadcast(input, out ? { name, root: kRoot, out } : { name, root: kRoot });
 }
 
@@ -51,7 +51,8 @@ async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: numb
   const perRank = op === 'allgather' ? Math.max(1, Math.floor(count / size)) : count;
   const input = makeInput(spec.dtype, perRank, rr.rank());
   const iterations = spec.iterations > 0 ? spec.iterations : autoIterations(bytes);
-  const reused = spec.fresh || op === 'allgather' ? undefined : allocShared(spec.dtype, perRank);
+  // allgather's output holds every rank's part.
+  const reused = spec.fresh ? undefined : allocShared(spec.dtype, op === 'allgather' ? perRank * size : perRank);
   const many = op === 'allreduce' && spec.tensors > 1;
   const inputs = many ? Array.from({ length: spec.tensors }, () => input) : [];
   const outs = inputs.map(() => (spec.fresh ? undefined : allocShared(spec.dtype, perRank)));

@@ -74,8 +74,8 @@ export class EngineClient {
   }
 
   /** Submits a request; the promise settles when every rank has run it (or it failed). */
-  submit(request: Request, buffer: TypedArray | undefined): Promise<Completion> {
-    const id = this.post(request, buffer);
+  submit(request: Request, buffer: TypedArray | undefined, output?: TypedArray): Promise<Completion> {
+    const id = this.post(request, buffer, output);
     return new Promise<Completion>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.updateRefs();
@@ -83,8 +83,8 @@ export class EngineClient {
   }
 
   /** Submits a request and blocks this thread until it settles. Throws what `submit` would reject with. */
-  submitSync(request: Request, buffer: TypedArray | undefined): Completion {
-    const id = this.post(request, buffer);
+  submitSync(request: Request, buffer: TypedArray | undefined, output?: TypedArray): Completion {
+    const id = this.post(request, buffer, output);
     // This thread blocks now: everything submitted so far must reach the engine first.
     this.endBurst();
     let result: { ok: true; value: Completion } | { ok: false; error: Error } | undefined;
@@ -135,21 +135,22 @@ export class EngineClient {
    * costs 4-10 us). While the burst lasts, a shared flag tells the engine that the rest is
    * coming, so it reports the first call together with them (engine/burst_gate.ts).
    */
-  private post(request: Request, buffer: TypedArray | undefined): number {
+  private post(request: Request, buffer: TypedArray | undefined, output: TypedArray | undefined): number {
     if (this.closed) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
     const id = this.nextId++;
+    const submission: Submission = output ? { id, request, buffer, output } : { id, request, buffer };
     if (this.inBurst) {
       // Raised at the second call, not the first: a lone call (a latency loop) never makes the
       // engine wait, even when posting it hands the core to the engine before this line runs.
       if (this.burst.length === 0) Atomics.store(this.signal, kSignalBurst, 1);
-      this.burst.push({ id, request, buffer });
+      this.burst.push(submission);
     } else {
       this.inBurst = true;
       const burst = ++this.bursts;
       queueMicrotask(() => {
         if (burst === this.bursts) this.endBurst();
       });
-      this.worker.postMessage({ type: 'enqueue', submissions: [{ id, request, buffer }] } satisfies ToEngine);
+      this.worker.postMessage({ type: 'enqueue', submissions: [submission] } satisfies ToEngine);
     }
     return id;
   }

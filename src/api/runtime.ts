@@ -9,7 +9,16 @@ import { allocShared } from './dtypes.js';
 import { type Completion, EngineClient } from './engine_client.js';
 import { InvalidArgumentError, ShutdownError } from './errors.js';
 import { SharedMemoryReclaimer } from './shared_memory_reclaimer.js';
-import { checkOptions, type ParsedTensor, parseName, parseOut, parseReduceOp, parseRoot, parseTensor } from './tensor_args.js';
+import {
+  checkOptions,
+  type ParsedTensor,
+  parseGatherOut,
+  parseName,
+  parseOut,
+  parseReduceOp,
+  parseRoot,
+  parseTensor,
+} from './tensor_args.js';
 import type { CollectiveOp, ReduceOp, ShapedTensor, TensorLike, TypedArray } from './types.js';
 
 export interface AllreduceOptions {
@@ -25,6 +34,12 @@ export interface AllreduceOptions {
 }
 export interface AllgatherOptions {
   name?: string;
+  /**
+   * Write the result here instead of into fresh memory (SharedArrayBuffer-backed, the tensor's
+   * dtype, exactly as long as the gathered result: the sum of every rank's first dimension times
+   * the elements per row). A wrong length fails on every rank with InvalidArgumentError.
+   */
+  out?: TypedArray;
 }
 export interface BroadcastOptions {
   name?: string;
@@ -45,6 +60,8 @@ interface Prepared {
   request: Request;
   /** What the engine works on: the output (allreduce, broadcast) or a copy of the input (allgather). */
   buffer: TypedArray | undefined;
+  /** Allgather with option 'out': where the engine writes the result. */
+  output?: TypedArray;
   finish: (completion: Completion) => unknown;
 }
 
@@ -159,14 +176,17 @@ export class RingReduce {
   }
 
   private prepareAllgather(tensor: unknown, options: unknown): Prepared {
-    const o = checkOptions(options, ['name']);
+    const o = checkOptions(options, ['name', 'out']);
     const t = parseTensor(tensor);
     if (t.shape.length === 0) {
       throw new InvalidArgumentError('tensor of allgather must have at least one dimension (it is concatenated along the first)');
     }
+    const out = parseGatherOut(o.out, t);
     const input = this.fresh(t);
     input.set(t.data as never);
-    return this.prepared('allgather', parseName(o.name), t, 'sum', -1, input);
+    const prepared = this.prepared('allgather', parseName(o.name), t, 'sum', -1, input, out);
+    if (out) prepared.request.outLength = out.length;
+    return prepared;
   }
 
   private prepareBroadcast(tensor: unknown, options: unknown): Prepared {
@@ -205,14 +225,15 @@ export class RingReduce {
     reduceOp: ReduceOp,
     root: number,
     buffer: TypedArray,
+    output?: TypedArray,
   ): Prepared {
     const request: Request = { name: this.nameFor(op, name), op, dtype: t.dtype, shape: t.shape, reduceOp, root };
     const finish = (completion: Completion) => {
-      const data = completion.output ?? buffer;
+      const data = completion.output ?? output ?? buffer;
       const shape = completion.shape ?? t.shape;
       return t.shaped ? { data, shape } : data;
     };
-    return { request, buffer, finish };
+    return output ? { request, buffer, output, finish } : { request, buffer, finish };
   }
 
   private nameFor(op: CollectiveOp, name: string | undefined): string {
@@ -231,7 +252,7 @@ export class RingReduce {
   private async run(prepared: Prepared): Promise<unknown> {
     this.claim(prepared.request);
     try {
-      return prepared.finish(await this.engine.submit(prepared.request, prepared.buffer));
+      return prepared.finish(await this.engine.submit(prepared.request, prepared.buffer, prepared.output));
     } finally {
       this.inFlight.delete(prepared.request.name);
     }
@@ -240,7 +261,7 @@ export class RingReduce {
   private runSync(prepared: Prepared): unknown {
     this.claim(prepared.request);
     try {
-      return prepared.finish(this.engine.submitSync(prepared.request, prepared.buffer));
+      return prepared.finish(this.engine.submitSync(prepared.request, prepared.buffer, prepared.output));
     } finally {
       this.inFlight.delete(prepared.request.name);
     }

@@ -95,14 +95,23 @@ export function parseRoot(root: unknown, size: number): number {
  * thread works on it); it may be the input itself (in place).
  */
 export function parseOut(out: unknown, t: ParsedTensor): TypedArray | undefined {
+  const typed = parseGatherOut(out, t);
+  if (typed && typed.length !== t.data.length) {
+    throw new InvalidArgumentError(`option 'out' has ${typed.length} elements but the tensor has ${t.data.length}`);
+  }
+  return typed;
+}
+
+/**
+ * Option 'out' of allgather: like parseOut, but its length is the gathered size, which only
+ * negotiation knows (rank 0 checks it there, so a wrong one fails on every rank alike).
+ */
+export function parseGatherOut(out: unknown, t: ParsedTensor): TypedArray | undefined {
   if (out === undefined) return undefined;
   if (!ArrayBuffer.isView(out) || dtypeOf(out) !== t.dtype) {
     throw new InvalidArgumentError(`option 'out' must be a ${t.dtype} typed array like the tensor, got ${describe(out)}`);
   }
   const typed = out as TypedArray;
-  if (typed.length !== t.data.length) {
-    throw new InvalidArgumentError(`option 'out' has ${typed.length} elements but the tensor has ${t.data.length}`);
-  }
   if (!(typed.buffer instanceof SharedArrayBuffer)) {
     throw new InvalidArgumentError(`option 'out' must be backed by a SharedArrayBuffer (the engine thread writes into it)`);
   }

@@ -171,6 +171,7 @@ function writeRequest(w: Writer, r: Request): void {
   w.i32(r.root);
   w.u8(r.shape.length);
   for (const d of r.shape) w.f64(d);
+  w.f64(r.outLength ?? -1);
 }
 
 function readRequest(r: Reader): Request {
@@ -183,7 +184,12 @@ function readRequest(r: Reader): Request {
   if (ndim > kMaxDims) throw new ProtocolError(`control message has a shape of ${ndim} dimensions`);
   const shape: number[] = [];
   for (let i = 0; i < ndim; i++) shape.push(r.dim('dimension'));
-  return { name, op, dtype, shape, reduceOp, root };
+  const outLength = r.f64('out length');
+  if (outLength === -1) return { name, op, dtype, shape, reduceOp, root };
+  if (!Number.isSafeInteger(outLength) || outLength < 0) {
+    throw new ProtocolError(`control message has an out length of ${outLength}`);
+  }
+  return { name, op, dtype, shape, reduceOp, root, outLength };
 }
 
 function writeResponse(w: Writer, r: WireResponse): void {

@@ -131,12 +131,14 @@ export class Engine {
     transport.onPeerFailure((peer, error) => this.onPeerFailure(peer, error));
   }
 
-  enqueue(id: number, request: Request, buffer: Entry['buffer']): void {
+  enqueue(id: number, request: Request, buffer: Entry['buffer'], output?: Entry['output']): void {
     if (this.failure || this.closing) {
       this.post({ type: 'failed', id, error: toErrorRecord(this.failure ?? new ShutdownError('ringreduce is shutting down')) });
       return;
     }
-    this.queue.add(this.timeline ? { id, request, buffer, queuedUs: this.timeline.now() } : { id, request, buffer });
+    const entry: Entry = output ? { id, request, buffer, output } : { id, request, buffer };
+    if (this.timeline) entry.queuedUs = this.timeline.now();
+    this.queue.add(entry);
     this.unsettled.add(id);
     this.updateActivity();
     this.outbox.push(request);

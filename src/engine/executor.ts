@@ -141,7 +141,8 @@ export class Executor {
     const rowSize = shape.slice(1).reduce((a, b) => a * b, 1);
     const counts = response.firstDims.map((rows) => rows * rowSize);
     const total = counts.reduce((a, b) => a + b, 0);
-    const output = allocShared(response.dtype, total);
+    // The caller's 'out' (rank 0 checked its length), or fresh memory handed back with the result.
+    const output = entry.output ?? allocShared(response.dtype, total);
     let offset = 0;
     for (let r = 0; r < this.transport.rank; r++) offset += counts[r] ?? 0;
     if (entry.buffer) output.set(entry.buffer as never, offset);
@@ -151,7 +152,8 @@ export class Executor {
         : ringAllgather(this.transport, output, counts, tag, options),
     );
     const rows = response.firstDims.reduce((a, b) => a + b, 0);
-    return { output, shape: [rows, ...shape.slice(1)] };
+    const gathered = [rows, ...shape.slice(1)];
+    return entry.output ? { shape: gathered } : { output, shape: gathered };
   }
 }
 

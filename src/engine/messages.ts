@@ -18,6 +18,11 @@ export interface Request {
   reduceOp: ReduceOp;
   /** Broadcast root; -1 for other ops. */
   root: number;
+  /**
+   * Allgather with option 'out' only: the length of the caller's output in elements. Rank 0
+   * checks it against the gathered size, so a wrong one fails on every rank alike.
+   */
+  outLength?: number;
 }
 
 /** Run `names` (one name today; several once fusion lands) with these agreed parameters. */

@@ -114,6 +114,7 @@ function sameParameters(request: Request, response: ExecuteResponse): boolean {
 
 function sameRequest(a: Request, b: Request): boolean {
   if (a.op !== b.op || a.dtype !== b.dtype || a.reduceOp !== b.reduceOp || a.root !== b.root) return false;
+  if (a.outLength !== b.outLength) return false;
   if (a.shape.length !== b.shape.length) return false;
   for (let i = 0; i < a.shape.length; i++) if (a.shape[i] !== b.shape[i]) return false;
   return true;

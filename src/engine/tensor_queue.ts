@@ -9,6 +9,8 @@ export interface Entry {
   id: number;
   request: Request;
   buffer: TypedArray | undefined;
+  /** Allgather with option 'out': the caller's output. */
+  output?: TypedArray | undefined;
   /** Timeline only: when the entry was queued, reported to rank 0, and agreed (µs). */
   queuedUs?: number;
   reportedUs?: number;

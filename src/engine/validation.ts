@@ -66,6 +66,25 @@ function compare(name: string, first: Request, rank: number, other: Request): Er
   }
 }
 
+/** Allgather: every rank that passed option 'out' must have passed the gathered size. */
+function checkAllgatherOuts(name: string, requests: readonly Request[]): ErrorResponse | undefined {
+  const rowSize = (requests[0] as Request).shape.slice(1).reduce((a, b) => a * b, 1);
+  const firstDims = requests.map((r) => r.shape[0] ?? 0);
+  const total = firstDims.reduce((a, b) => a + b, 0) * rowSize;
+  for (const [rank, request] of requests.entries()) {
+    if (request.outLength === undefined || request.outLength === total) continue;
+    return {
+      kind: 'error',
+      names: [name],
+      errorKind: 'InvalidArgumentError',
+      message:
+        `Wrong 'out' for allgather of tensor '${name}': rank ${rank}'s has ${request.outLength} elements, ` +
+        `the result has ${total} (first dimensions ${shapeText(firstDims)} × ${rowSize} elements per row).`,
+    };
+  }
+  return undefined;
+}
+
 /** The response for `name` once every rank's request (indexed by rank) has arrived. */
 export function negotiate(name: string, requests: readonly Request[]): Response {
   const first = requests[0];
@@ -74,6 +93,10 @@ export function negotiate(name: string, requests: readonly Request[]): Response 
     const other = requests[rank];
     if (other === undefined) throw new Error(`negotiate('${name}') is missing rank ${rank}`);
     const error = compare(name, first, rank, other);
+    if (error) return error;
+  }
+  if (first.op === 'allgather') {
+    const error = checkAllgatherOuts(name, requests);
     if (error) return error;
   }
   const response: ExecuteResponse = {

@@ -80,7 +80,7 @@ async function main(): Promise<void> {
     return;
   }
   const enqueue = (message: ToEngine & { type: 'enqueue' }) => {
-    for (const { id, request, buffer } of message.submissions) engine.enqueue(id, request, buffer);
+    for (const { id, request, buffer, output } of message.submissions) engine.enqueue(id, request, buffer, output);
   };
   // The submissions a burst posted before lowering its flag are queued on the port already.
   const drainSubmissions = () => {

@@ -27,6 +27,8 @@ export interface Submission {
   request: Request;
   /** allreduce/broadcast: the output (already holding this rank's input); allgather: the input copy. */
   buffer: TypedArray | undefined;
+  /** Allgather with option 'out': where the result goes (the engine allocates it otherwise). */
+  output?: TypedArray;
 }
 
 /** Caller → engine. Submissions made in one synchronous burst travel as one message. */

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { isFloat, kDTypes } from '../../src/api/dtypes.js';
+import { allocShared, isFloat, kDTypes } from '../../src/api/dtypes.js';
 import type { RingReduce } from '../../src/api/runtime.js';
 import type { DType, ReduceOp, TypedArray } from '../../src/api/types.js';
 import { compareArrays, expectedAllreduce, makeInput } from '../helpers/reference.js';
@@ -46,17 +46,23 @@ for (const size of [1, 2, 3, 4, 5]) {
       for (const { dtype, op } of combos) await checkAllreduce(world, dtype, op, 2 ** 20);
     });
 
-    test('allgather: first dimensions differ per rank (some zero), every dtype', async () => {
+    test("allgather: first dimensions differ per rank (some zero), every dtype; even ranks pass 'out'", async () => {
       await Promise.all(
         kDTypes.map(async (dtype) => {
           const rows = (rank: number) => (rank * 3) % 4; // 0, 3, 2, 1, 0, ...
-          const inputs = world.map((_, rank) => makeInput(dtype, rank, rows(rank) * 5, 'sum'));
-          const results = await Promise.all(
-            world.map((rr, rank) =>
-              rr.allgather({ data: inputs[rank] as TypedArray, shape: [rows(rank), 5] }, { name: `ag/${dtype}` }),
-            ),
-          );
           const totalRows = world.reduce((n, _, rank) => n + rows(rank), 0);
+          const inputs = world.map((_, rank) => makeInput(dtype, rank, rows(rank) * 5, 'sum'));
+          const outs = world.map((_, rank) => (rank % 2 === 0 ? allocShared(dtype, totalRows * 5) : undefined));
+          const results = await Promise.all(
+            world.map((rr, rank) => {
+              const out = outs[rank];
+              const tensor = { data: inputs[rank] as TypedArray, shape: [rows(rank), 5] };
+              return rr.allgather(tensor, out ? { name: `ag/${dtype}`, out } : { name: `ag/${dtype}` });
+            }),
+          );
+          results.forEach((result, rank) => {
+            if (outs[rank]) assert.equal(result.data, outs[rank], `rank ${rank}: the result is its 'out'`);
+          });
           const Ctor = (inputs[0] as TypedArray).constructor as new (n: number) => TypedArray;
           const expected = new Ctor(totalRows * 5);
           let offset = 0;

@@ -55,7 +55,7 @@ describe('negotiation on 4 ranks', () => {
     }
   });
 
-  test('mismatched dtype, shape, allgather dimension and root reject on every rank; the next call works', async () => {
+  test("mismatched dtype, shape, allgather dimension, allgather 'out' length and root reject on every rank; the next call works", async () => {
     const dtype = world.map((rr, rank) => rr.allreduce(rank === 2 ? new Int32Array(4) : new Float32Array(4), { name: 'dt' }));
     await expectSameRejection(dtype, MismatchError, /data types for tensor 'dt': rank 0 has float32, rank 2 has int32/);
 
@@ -68,6 +68,17 @@ describe('negotiation on 4 ranks', () => {
       rr.allgather({ data: new Float32Array(rank === 3 ? 5 : 4), shape: [1, rank === 3 ? 5 : 4] }, { name: 'ag' }),
     );
     await expectSameRejection(gather, MismatchError, /allgather dimensions after the first for tensor 'ag'/);
+
+    // Rows 1, 2, 3, 4 of 2 elements: 20 elements gathered; rank 2's out has room for 18.
+    const outs = world.map((_, rank) => new Float32Array(new SharedArrayBuffer(4 * (rank === 2 ? 18 : 20))));
+    const into = world.map((rr, rank) =>
+      rr.allgather({ data: new Float32Array(2 * (rank + 1)), shape: [rank + 1, 2] }, { name: 'ag-out', out: outs[rank] }),
+    );
+    await expectSameRejection(
+      into,
+      InvalidArgumentError,
+      /Wrong 'out' for allgather of tensor 'ag-out': rank 2's has 18 elements, the result has 20 \(first dimensions \[1, 2, 3, 4\] × 2 elements per row\)/,
+    );
 
     const root = world.map((rr, rank) => rr.broadcast(new Float32Array(3), { name: 'bc', root: rank === 1 ? 1 : 0 }));
     await expectSameRejection(root, MismatchError, /broadcast roots for tensor 'bc'/);

@@ -11,6 +11,8 @@ const samples: ControlMessage[] = [
       { name: 'dense1/kernel', op: 'allreduce', dtype: 'float32', shape: [784, 128], reduceOp: 'average', root: -1 },
       { name: 'ünïcødé ✓', op: 'broadcast', dtype: 'int64', shape: [], reduceOp: 'sum', root: 3 },
       { name: 'rows', op: 'allgather', dtype: 'uint16', shape: [2 ** 40, 3], reduceOp: 'sum', root: -1 },
+      { name: 'into', op: 'allgather', dtype: 'float32', shape: [2, 3], reduceOp: 'sum', root: -1, outLength: 2 ** 33 },
+      { name: 'empty', op: 'allgather', dtype: 'int8', shape: [0], reduceOp: 'sum', root: -1, outLength: 0 },
     ],
   },
   {

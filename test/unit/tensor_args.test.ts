@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { InvalidArgumentError } from '../../src/api/errors.js';
-import { checkOptions, parseName, parseReduceOp, parseRoot, parseTensor } from '../../src/api/tensor_args.js';
+import {
+  checkOptions,
+  parseGatherOut,
+  parseName,
+  parseOut,
+  parseReduceOp,
+  parseRoot,
+  parseTensor,
+} from '../../src/api/tensor_args.js';
 
 test('typed arrays are 1-D tensors of their dtype', () => {
   const t = parseTensor(new BigInt64Array(3));
@@ -37,4 +45,20 @@ test('options: names, reduce ops, roots, unknown keys', () => {
   assert.equal(parseRoot(2, 3), 2);
   assert.throws(() => parseRoot(3, 3), /option 'root' must be an integer rank in \[0, 2\], got 3/);
   assert.throws(() => checkOptions({ nmae: 'x' }, ['name']), /unknown option 'nmae'/);
+});
+
+test("option 'out': shared memory of the tensor's dtype; allreduce's has the tensor's length, allgather's any", () => {
+  const t = parseTensor(new Float32Array(4));
+  const shared = (n: number) => new Float32Array(new SharedArrayBuffer(4 * n));
+  assert.equal(parseOut(undefined, t), undefined);
+  const out = shared(4);
+  assert.equal(parseOut(out, t), out);
+  assert.throws(() => parseOut(shared(5), t), /option 'out' has 5 elements but the tensor has 4/);
+  const gathered = shared(12);
+  assert.equal(parseGatherOut(gathered, t), gathered, 'the gathered length is checked in negotiation');
+  for (const parse of [parseOut, parseGatherOut]) {
+    assert.throws(() => parse(new Float32Array(4), t), /option 'out' must be backed by a SharedArrayBuffer/);
+    assert.throws(() => parse(new Int32Array(new SharedArrayBuffer(16)), t), /option 'out' must be a float32 typed array/);
+    assert.throws(() => parse([1, 2, 3, 4], t), /option 'out' must be a float32 typed array/);
+  }
 });
