@@ -60,9 +60,17 @@ async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: numb
   let out = input;
   for (let i = 0; i < spec.warmup; i++) out = await step();
   await rr.barrier();
+  const times = new Float64Array(iterations);
   const start = performance.now();
-  for (let i = 0; i < iterations; i++) out = await step();
-  const timeUs = ((performance.now() - start) * 1000) / iterations;
+  let last = start;
+  for (let i = 0; i < iterations; i++) {
+    out = await step();
+    const now = performance.now();
+    times[i] = (now - last) * 1000;
+    last = now;
+  }
+  const timeUs = ((last - start) * 1000) / iterations;
+  times.sort();
   await rr.barrier();
   const ok = spec.check ? checkOutput(op, out, size, perRank, kRoot, spec.dtype) : null;
   const total = (op === 'allgather' ? perRank * size : count) * (many ? spec.tensors : 1);
@@ -72,6 +80,7 @@ async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: numb
     count: total,
     iterations,
     timeUs,
+    medianUs: times[Math.floor((iterations - 1) / 2)] ?? timeUs,
     ok,
     maxRssBytes: process.resourceUsage().maxRSS * 1024,
   };

@@ -33,6 +33,8 @@ export interface BenchRow {
   iterations: number;
   /** Mean time per call on this rank, microseconds. */
   timeUs: number;
+  /** The median of the iterations' times (µs): steadier than the mean on a shared machine. */
+  medianUs: number;
   /** Result check on the last iteration: true, false, or null when disabled. */
   ok: boolean | null;
   /** Peak resident set size of this rank's process so far, bytes. */

@@ -1,6 +1,6 @@
 /**
  * Merges the ranks' reports into rows (the slowest rank's time, as nccl-tests does) and prints
- * them in the nccl-tests layout: algbw = bytes / time; busbw = algbw × the share of the buffer
+ * them in the nccl-tests layout, with the median iteration next to the mean (time): algbw = bytes / time; busbw = algbw × the share of the buffer
  * each link must carry (allreduce 2(n-1)/n, allgather (n-1)/n, broadcast 1), comparable across
  * rank counts and with the peers' figures.
  */
@@ -13,6 +13,8 @@ export interface ResultRow {
   count: number;
   iterations: number;
   timeUs: number;
+  /** The slowest rank's median iteration time. */
+  medianUs: number;
   algbwGBs: number;
   busbwGBs: number;
   ok: boolean | null;
@@ -33,17 +35,19 @@ export function mergeReports(reports: readonly BenchReport[]): ResultRow[] {
   const n = first.size;
   return first.rows.map((row, i) => {
     let timeUs = 0;
+    let medianUs = 0;
     let ok: boolean | null = row.ok;
     let maxRssBytes = 0;
     for (const report of reports) {
       const r = report.rows[i];
       if (!r) throw new Error(`rank ${report.rank} has no row ${i}`);
       timeUs = Math.max(timeUs, r.timeUs);
+      medianUs = Math.max(medianUs, r.medianUs);
       if (r.ok !== null) ok = (ok ?? true) && r.ok;
       maxRssBytes = Math.max(maxRssBytes, r.maxRssBytes);
     }
     const algbwGBs = row.bytes / (timeUs * 1e-6) / 1e9;
-    return { ...row, ranks: n, timeUs, ok, maxRssBytes, algbwGBs, busbwGBs: algbwGBs * busFactor(row.op, n) };
+    return { ...row, ranks: n, timeUs, medianUs, ok, maxRssBytes, algbwGBs, busbwGBs: algbwGBs * busFactor(row.op, n) };
   });
 }
 
@@ -56,8 +60,9 @@ function formatBytes(bytes: number): string {
 
 export function formatTable(rows: readonly ResultRow[], dtype: string): string {
   const lines: string[] = [];
-  const header = ['size', 'count', 'type', 'iters', 'time(us)', 'algbw(GB/s)', 'busbw(GB/s)', 'check', 'peakRSS(MiB)'];
-  const widths = [10, 11, 8, 6, 12, 12, 12, 6, 13];
+  const header = ['size', 'count', 'type', 'iters', 'time(us)', 'p50(us)', 'algbw(GB/s)', 'busbw(GB/s)', 'check', 'peakRSS(MiB)'];
+  const widths = [10, 11, 8, 6, 12, 10, 12, 12, 6, 13];
+  const micros = (us: number) => (us < 100 ? us.toFixed(1) : us.toFixed(0));
   const pad = (cells: string[]) => cells.map((c, i) => c.padStart(widths[i] as number)).join(' ');
   let op: string | undefined;
   for (const r of rows) {
@@ -71,7 +76,8 @@ export function formatTable(rows: readonly ResultRow[], dtype: string): string {
         String(r.count),
         dtype,
         String(r.iterations),
-        r.timeUs < 100 ? r.timeUs.toFixed(1) : r.timeUs.toFixed(0),
+        micros(r.timeUs),
+        micros(r.medianUs),
         r.algbwGBs.toFixed(3),
         r.busbwGBs.toFixed(3),
         r.ok === null ? '-' : r.ok ? 'ok' : 'WRONG',

@@ -301,6 +301,14 @@ bool ProgressEngine::TestActive() {
   return true;
 }
 
+void ProgressEngine::EmitLinkError(int peer, std::string message) {
+  Event event;
+  event.type = Event::Type::kLinkError;
+  event.peer = peer;
+  event.message = std::move(message);
+  Emit(std::move(event));
+}
+
 bool ProgressEngine::ProbeControl() {
   bool any = false;
   for (;;) {
@@ -317,11 +325,7 @@ bool ProgressEngine::ProbeControl() {
                      Clock::now() + ioTimeout_, false};
     const int rc = MPI_Imrecv(recv.payload.data(), bytes, MPI_BYTE, &message, &recv.request);
     if (rc != MPI_SUCCESS) {
-      Event event;
-      event.type = Event::Type::kLinkError;
-      event.peer = recv.peer;
-      event.message = Describe("receiving a control message failed", rc);
-      Emit(std::move(event));
+      EmitLinkError(recv.peer, Describe("receiving a control message failed", rc));
       continue;
     }
     controlRecvs_.push_back(std::move(recv));
@@ -337,11 +341,7 @@ bool ProgressEngine::TestControl() {
     MPI_Status status;
     const int rc = MPI_Test(&head.request, &flag, &status);
     if (rc != MPI_SUCCESS) {
-      Event event;
-      event.type = Event::Type::kLinkError;
-      event.peer = head.peer;
-      event.message = Describe("receiving a control message failed", rc);
-      Emit(std::move(event));
+      EmitLinkError(head.peer, Describe("receiving a control message failed", rc));
     } else if (!flag) {
       return any;
     } else if (close_ == nullptr) {
@@ -367,11 +367,7 @@ void ProgressEngine::Expire(Clock::time_point now) {
   for (auto& recv : controlRecvs_) {
     if (recv.expired || now < recv.deadline) continue;
     recv.expired = true;
-    Event event;
-    event.type = Event::Type::kLinkError;
-    event.peer = recv.peer;
-    event.message = "a control message from this rank did not arrive whole in time";
-    Emit(std::move(event));
+    EmitLinkError(recv.peer, "a control message from this rank did not arrive whole in time");
   }
 }
 

@@ -78,6 +78,8 @@ class ProgressEngine {
   bool AwaitingAnything() const;
   void Settle(Op& op, Failure failure, std::string message, bool release);
   void Emit(Event event);
+  // A broken link to `peer`: the JS side fails the job, naming it.
+  void EmitLinkError(int peer, std::string message);
   Clock::duration IdleSleep(Clock::duration idle) const;
 
   struct ControlRecv {

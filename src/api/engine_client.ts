@@ -44,6 +44,8 @@ export class EngineClient {
   /** The second and later submissions of the current synchronous burst, posted together once it ends. */
   private burst: Submission[] = [];
   private inBurst = false;
+  /** How many calls the last burst made (see post). */
+  private lastBurstCalls = 1;
   /** Counts bursts, so that the microtask of a burst ended early (by a ...Sync call) does nothing. */
   private bursts = 0;
 
@@ -140,12 +142,15 @@ export class EngineClient {
     const id = this.nextId++;
     const submission: Submission = output ? { id, request, buffer, output } : { id, request, buffer };
     if (this.inBurst) {
-      // Raised at the second call, not the first: a lone call (a latency loop) never makes the
-      // engine wait, even when posting it hands the core to the engine before this line runs.
       if (this.burst.length === 0) Atomics.store(this.signal, kSignalBurst, 1);
       this.burst.push(submission);
     } else {
       this.inBurst = true;
+      // After a burst of several calls (a training step) the next burst is likely one too: the
+      // flag goes up before the post, so the engine waits even if it takes this call before
+      // this thread makes the next. After a lone call (a latency loop) it goes up only at the
+      // second call, so a lone call never makes the engine wait for this thread's microtask.
+      if (this.lastBurstCalls > 1) Atomics.store(this.signal, kSignalBurst, 1);
       const burst = ++this.bursts;
       queueMicrotask(() => {
         if (burst === this.bursts) this.endBurst();
@@ -157,6 +162,7 @@ export class EngineClient {
 
   /** Posts the burst's queued submissions; the next call starts a new burst (and is posted at once). */
   private endBurst(): void {
+    if (this.inBurst) this.lastBurstCalls = 1 + this.burst.length;
     this.inBurst = false;
     this.bursts++;
     if (this.burst.length > 0) {
