@@ -15,8 +15,11 @@
  * small and N modest.
  *
  * Data is sent once per submission: when the id is first reported after it became ready.
- * Receivers keep the latest buffer per (id, peer); a resubmission after a failure overwrites the
- * stale one before its report can arrive (same ordered link).
+ * Receivers keep each buffer with the round of the report that carried it. With 3 or more ranks
+ * a peer can be a round ahead: it closed round r (it had every report) and reported its next
+ * submission of the same id for round r + 1, while this rank still waits for a third rank's
+ * report for r. Closing round r therefore takes, per peer, the latest buffer reported for round
+ * r or earlier (a resubmission after a failure replaces a stale one) and keeps later ones.
  */
 import { bytesPerElement, constructorOf } from '../api/dtypes.js';
 import type { TypedArray } from '../api/types.js';
@@ -40,8 +43,8 @@ export interface EagerData {
 export class EagerExchange {
   /** Ids whose buffer this rank has sent for the current submission. */
   private readonly sent = new Set<number>();
-  /** Peers' buffers by id, indexed by rank. */
-  private readonly received = new Map<number, (Uint8Array | undefined)[]>();
+  /** Peers' buffers by id, indexed by rank, oldest first, each with the round it was reported for. */
+  private readonly received = new Map<number, { round: number; data: Uint8Array }[][]>();
 
   constructor(
     private readonly rank: number,
@@ -80,37 +83,43 @@ export class EagerExchange {
     return { ids: [...ready], eager };
   }
 
-  /** A peer's buffers, copied out of the message (the transport may reuse its bytes). */
-  receive(peer: number, data: readonly EagerData[]): void {
+  /** A peer's buffers from its report for `round`, copied out of the message (the transport may reuse its bytes). */
+  receive(peer: number, round: number, data: readonly EagerData[]): void {
     for (const { id, data: bytes } of data) {
       let byRank = this.received.get(id);
       if (!byRank) {
-        byRank = new Array(this.size).fill(undefined);
+        byRank = Array.from({ length: this.size }, () => []);
         this.received.set(id, byRank);
       }
-      byRank[peer] = bytes.slice();
+      byRank[peer]?.push({ round, data: bytes.slice() });
     }
   }
 
   /**
-   * Every rank's buffer of an agreed eager id, in rank order, with `own` at this rank's place;
-   * undefined if a peer's is missing or has the wrong size (a protocol error).
+   * Every rank's buffer of eager id `id`, agreed in round `round`, in rank order, with `own` at
+   * this rank's place; undefined if a peer's is missing or has the wrong size (a protocol error).
    */
-  take(id: number, request: Request, own: TypedArray): TypedArray[] | undefined {
-    const byRank = this.received.get(id);
-    this.received.delete(id);
+  take(id: number, round: number, request: Request, own: TypedArray): TypedArray[] | undefined {
     this.sent.delete(id);
+    const byRank = this.received.get(id);
     const ctor = constructorOf(request.dtype);
     const buffers: TypedArray[] = [];
+    let later = false;
     for (let rank = 0; rank < this.size; rank++) {
       if (rank === this.rank) {
         buffers.push(own);
         continue;
       }
-      const bytes = byRank?.[rank];
+      const queue = byRank?.[rank] ?? [];
+      let taken = 0;
+      while (taken < queue.length && (queue[taken] as { round: number }).round <= round) taken++;
+      const bytes = taken > 0 ? queue[taken - 1]?.data : undefined;
+      queue.splice(0, taken);
+      later ||= queue.length > 0;
       if (!bytes || bytes.byteLength !== own.byteLength) return undefined;
       buffers.push(new ctor(bytes.buffer, bytes.byteOffset, own.length));
     }
+    if (!later) this.received.delete(id);
     return buffers;
   }
 

@@ -287,7 +287,7 @@ export class Engine {
       if (!request || !response) continue;
       this.negotiation.agreedInRounds++;
       if (this.eager.isEager(request)) {
-        this.finishEager(id, request);
+        this.finishEager(id, request, round.round);
         continue;
       }
       responses.push(response);
@@ -310,14 +310,14 @@ export class Engine {
   }
 
   /** An agreed eager allreduce: every rank's buffer is here; reduce them in rank order, in place. */
-  private finishEager(id: number, request: Request): void {
+  private finishEager(id: number, request: Request, round: number): void {
     if (this.timeline) this.markPhase([request], 'NEGOTIATE', 'reportedUs', 'agreedUs');
     const entry = this.queue.take(request.name);
     if (!entry?.buffer) {
       this.eager.forget(id);
       return;
     }
-    const buffers = this.eager.take(id, request, entry.buffer);
+    const buffers = this.eager.take(id, round, request, entry.buffer);
     if (!buffers) {
       this.post({ type: 'failed', id: entry.id, error: toErrorRecord(new ShutdownError('ringreduce: the job broke')) });
       this.fail(
@@ -412,7 +412,7 @@ export class Engine {
     }
     if (message.type === 'requests' || message.type === 'shutdown') this.handleAtCoordinator(peer, message);
     else if (message.type === 'ready') {
-      this.eager.receive(peer, message.eager);
+      this.eager.receive(peer, message.round, message.eager);
       this.onReady(peer, message.round, message.ids);
     } else if (peer === kCoordinator) this.handleAtRank(message);
   }
