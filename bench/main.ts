@@ -33,6 +33,8 @@ function runRanks(args: BenchArgs, specPath: string, timelineBase: string | unde
       join(kRoot, 'bin/ringrun.js'),
       '-np',
       String(args.ranks),
+      // The MPI backend needs the ranks started by mpirun (ringrun calls it), not by ringrun itself.
+      ...(args.backend === 'mpi' ? ['--backend', 'mpi'] : []),
       '--',
       process.execPath,
       join(kRoot, 'dist/bench/rank.js'),

@@ -19,6 +19,9 @@ export function mpirunArgv(config: LaunchConfig, names: readonly string[]): stri
   const argv = ['--allow-run-as-root', '--bind-to', 'none', '-np', String(config.np)];
   if (config.hostfile !== undefined) argv.push('--hostfile', config.hostfile);
   else if (config.hosts !== undefined) argv.push('-H', config.hosts.map((h) => `${h.host}:${h.slots}`).join(','));
+  // A local job may have more ranks than cores, as with the TCP backend (mpirun refuses by
+  // default and, oversubscribed, makes idle ranks yield instead of spin).
+  else argv.push('--oversubscribe');
   if (config.networkInterface !== undefined) argv.push('--mca', 'btl_tcp_if_include', config.networkInterface);
   for (const name of names) argv.push('-x', name);
   argv.push(config.command, ...config.args);

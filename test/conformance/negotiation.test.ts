@@ -55,6 +55,30 @@ describe('negotiation on 4 ranks', () => {
     }
   });
 
+  test('loops of named collectives, each rank at its own pace: every step gets its own result', async () => {
+    // A rank may close a ready round and submit its next step while another still waits for a
+    // third rank's report: nothing of step s + 1 may leak into step s (eager scalars, recursive
+    // doubling, the ring, broadcast).
+    const steps = 60;
+    const lengths = { scalar: 1, small: 256, ring: 16384 };
+    await Promise.all(
+      world.map(async (rr, rank) => {
+        for (let step = 0; step < steps; step++) {
+          const calls = Object.entries(lengths).map(async ([kind, length]) => {
+            const out = await rr.allreduce(new Float32Array(length).fill(rank + step), { name: `loop/${kind}` });
+            const want = 6 + 4 * step;
+            assert.ok(out[0] === want && out[length - 1] === want, `step ${step} ${kind} on rank ${rank}: ${out[0]}`);
+          });
+          const root = step % world.length;
+          const bc = rr.broadcast(new Float32Array(64).fill(rank * 1000 + step), { name: 'loop/bc', root }).then((out) => {
+            assert.equal(out[63], root * 1000 + step, `step ${step} broadcast on rank ${rank}`);
+          });
+          await Promise.all([...calls, bc]);
+        }
+      }),
+    );
+  });
+
   test("mismatched dtype, shape, allgather dimension, allgather 'out' length and root reject on every rank; the next call works", async () => {
     const dtype = world.map((rr, rank) => rr.allreduce(rank === 2 ? new Int32Array(4) : new Float32Array(4), { name: 'dt' }));
     await expectSameRejection(dtype, MismatchError, /data types for tensor 'dt': rank 0 has float32, rank 2 has int32/);

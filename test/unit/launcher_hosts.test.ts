@@ -157,6 +157,21 @@ describe('mpirun', () => {
       'train.js',
     ]);
   });
+
+  it('lets a local job have more ranks than cores', () => {
+    const parsed = parseArgs(['-np', '8', '--backend', 'mpi', 'node', 'train.js']);
+    assert.ok(parsed.kind === 'launch');
+    assert.deepEqual(mpirunArgv(parsed.config, []), [
+      '--allow-run-as-root',
+      '--bind-to',
+      'none',
+      '-np',
+      '8',
+      '--oversubscribe',
+      'node',
+      'train.js',
+    ]);
+  });
 });
 
 describe('failure report of a remote rank', () => {
