@@ -16,8 +16,7 @@ import { fork } from 'node:child_process';
 import net from 'node:net';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { TcpStoreServer } from '../src/rendezvous/tcp_store.js';
-import { createTcpTransport } from '../src/transport/tcp/index.js';
+import { connectLoopbackPair, freeStorePort } from './loopback_pair.js';
 
 interface Job {
   rank: number;
@@ -46,9 +45,7 @@ async function main(): Promise<void> {
   const raw = process.argv[4] === 'raw' || process.argv[4] === 'raw2';
   const split = process.argv[4] === 'raw2';
   const stepTags = process.argv[5] !== 'fixed';
-  const probe = new TcpStoreServer({ host: '127.0.0.1', port: 0 });
-  const { port } = await probe.listen();
-  await probe.close();
+  const port = await freeStorePort();
   const results = await Promise.all(
     [0, 1].map(
       (rank) =>
@@ -87,15 +84,7 @@ async function timed(job: Job, round: (i: number) => Promise<void>): Promise<Res
 }
 
 async function transportRank(job: Job): Promise<Result> {
-  const { transport, close } = await createTcpTransport({
-    rank: job.rank,
-    size: 2,
-    storeAddress: { host: '127.0.0.1', port: job.port },
-    hostStore: job.rank === 0,
-    jobId: 'pingpong',
-    timeouts: { connectMs: 10_000, ioMs: 30_000 },
-    heartbeatMs: 2000, // the default of a job (api/config.ts)
-  });
+  const { transport, close } = await connectLoopbackPair(job.rank, job.port, 'pingpong');
   const out = new Uint8Array(job.bytes).fill(job.rank + 1);
   const into = new Uint8Array(job.bytes);
   const peer = 1 - job.rank;

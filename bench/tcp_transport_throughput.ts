@@ -9,8 +9,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { TcpStoreServer } from '../src/rendezvous/tcp_store.js';
-import { createTcpTransport } from '../src/transport/tcp/index.js';
+import { connectLoopbackPair, freeStorePort } from './loopback_pair.js';
 
 interface Job {
   rank: number;
@@ -26,10 +25,7 @@ async function main(): Promise<void> {
   const mib = Number(process.argv[2] ?? 64);
   const iterations = Number(process.argv[3] ?? 20);
   const both = process.argv[4] === 'both';
-  // Find a free port for rank 0's store.
-  const probe = new TcpStoreServer({ host: '127.0.0.1', port: 0 });
-  const { port } = await probe.listen();
-  await probe.close();
+  const port = await freeStorePort();
   const results = await Promise.all(
     [0, 1].map(
       (rank) =>
@@ -51,14 +47,7 @@ async function main(): Promise<void> {
 }
 
 async function rank(job: Job): Promise<number> {
-  const { transport, close } = await createTcpTransport({
-    rank: job.rank,
-    size: 2,
-    storeAddress: { host: '127.0.0.1', port: job.port },
-    hostStore: job.rank === 0,
-    jobId: 'bench',
-    timeouts: { connectMs: 10_000, ioMs: 30_000 },
-  });
+  const { transport, close } = await connectLoopbackPair(job.rank, job.port, 'bench');
   const bytes = job.mib * 1024 * 1024;
   const out = new Uint8Array(new SharedArrayBuffer(bytes)).fill(job.rank + 1);
   const into = new Uint8Array(new SharedArrayBuffer(bytes)).fill(0);
