@@ -100,7 +100,9 @@ export class Engine {
       config.rank,
       config.size,
       (round, ids) => this.report(round, ids),
-      () => this.queue.size > 0 || this.closing || this.failure !== undefined,
+      // Pending means reported: requests not flushed yet (the burst gate may be holding them)
+      // cannot be in an answer, so a rank with only those holds its answer until the flush.
+      () => this.queue.size > this.outbox.length || this.closing || this.failure !== undefined,
     );
     this.eager = new EagerExchange(config.rank, config.size);
     this.kernels = createWasmKernels() ?? selectKernel;
