@@ -6,9 +6,11 @@
  * message when the burst ends (engine_client.ts). Reported at once, the first call would open
  * a ready round of its own: it would run alone, and the rest of the step would wait a whole
  * round and run as a second collective. Instead the caller raises a shared flag for the length
- * of its burst, and the engine, before reporting, waits for the flag to drop (Atomics.waitAsync:
- * the engine wakes on the caller's notify, it never polls) or for `maxHoldMs`, whichever comes
- * first, so a caller that computes after its call delays the collective by at most that much.
+ * of its burst (when the burst starts, if the previous one had several calls; else at its
+ * second call, so a loop of lone calls never waits), and the engine, before reporting, waits
+ * for the flag to drop (Atomics.waitAsync: the engine wakes on the caller's notify, it never
+ * polls) or for `maxHoldMs`, whichever comes first, so calls that a long computation follows in
+ * the same tick are delayed by at most that much.
  */
 
 /** Atomics.waitAsync (ES2024; Node 16+), typed here because the project's lib is ES2022. */
