@@ -67,9 +67,8 @@ function compare(name: string, first: Request, rank: number, other: Request): Er
 }
 
 /** Allgather: every rank that passed option 'out' must have passed the gathered size. */
-function checkAllgatherOuts(name: string, requests: readonly Request[]): ErrorResponse | undefined {
+function checkAllgatherOuts(name: string, requests: readonly Request[], firstDims: readonly number[]): ErrorResponse | undefined {
   const rowSize = (requests[0] as Request).shape.slice(1).reduce((a, b) => a * b, 1);
-  const firstDims = requests.map((r) => r.shape[0] ?? 0);
   const total = firstDims.reduce((a, b) => a + b, 0) * rowSize;
   for (const [rank, request] of requests.entries()) {
     if (request.outLength === undefined || request.outLength === total) continue;
@@ -95,8 +94,9 @@ export function negotiate(name: string, requests: readonly Request[]): Response 
     const error = compare(name, first, rank, other);
     if (error) return error;
   }
+  const firstDims = first.op === 'allgather' ? requests.map((r) => r.shape[0] ?? 0) : [];
   if (first.op === 'allgather') {
-    const error = checkAllgatherOuts(name, requests);
+    const error = checkAllgatherOuts(name, requests, firstDims);
     if (error) return error;
   }
   const response: ExecuteResponse = {
@@ -106,7 +106,7 @@ export function negotiate(name: string, requests: readonly Request[]): Response 
     dtype: first.dtype,
     reduceOp: first.reduceOp,
     root: first.root,
-    firstDims: first.op === 'allgather' ? requests.map((r) => r.shape[0] ?? 0) : [],
+    firstDims,
   };
   return response;
 }

@@ -3,7 +3,7 @@
  * caller's messages to the Engine and posts completions back on the completion port, bumping
  * the shared signal so a caller blocked in a ...Sync call wakes up.
  */
-import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
+import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { toErrorRecord } from '../api/errors.js';
 import { Logger } from '../observability/logger.js';
 import { SoloTransport } from '../transport/solo_transport.js';
@@ -14,6 +14,8 @@ import { Engine } from './engine.js';
 import { type FromEngine, kSignalBurst, kSignalCompletions, type ToEngine, type WorkerInit } from './worker_protocol.js';
 
 const { config, port, signal } = workerData as WorkerInit;
+/** The caller's requests arrive here (this module only ever runs as a worker). */
+const fromCaller = parentPort as MessagePort;
 const logger = new Logger(`[rank ${config.rank}]`, config.logLevel);
 
 /**
@@ -84,7 +86,7 @@ async function main(): Promise<void> {
   };
   // The submissions a burst posted before lowering its flag are queued on the port already.
   const drainSubmissions = () => {
-    for (let m = parentPort && receiveMessageOnPort(parentPort); m; m = parentPort && receiveMessageOnPort(parentPort)) {
+    for (let m = receiveMessageOnPort(fromCaller); m; m = receiveMessageOnPort(fromCaller)) {
       const message = m.message as ToEngine;
       if (message.type === 'enqueue') enqueue(message);
       else setImmediate(() => void onMessage(message));
@@ -97,7 +99,7 @@ async function main(): Promise<void> {
       enqueue(message);
       return;
     }
-    parentPort?.off('message', onMessage);
+    fromCaller.off('message', onMessage);
     try {
       await engine.shutdown();
       await connection.close();
@@ -108,7 +110,7 @@ async function main(): Promise<void> {
     flush();
     port.close();
   };
-  parentPort?.on('message', onMessage);
+  fromCaller.on('message', onMessage);
   post({ type: 'ready' });
 }
 

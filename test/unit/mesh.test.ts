@@ -1,34 +1,21 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { ProtocolError, TimeoutError } from '../../src/api/errors.js';
 import { JobKey } from '../../src/rendezvous/auth.js';
 import { kAckBytes, kChallengeBytes } from '../../src/rendezvous/handshake.js';
 import { connectMesh, destroyLinks, type MeshOptions, type PeerLink } from '../../src/rendezvous/mesh.js';
-import type { StoreAddress } from '../../src/rendezvous/store.js';
-import { TcpStoreClient, TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
+import { TcpStoreClient } from '../../src/rendezvous/tcp_store.js';
 import { createTcpTransport } from '../../src/transport/tcp/index.js';
-import { strangerWithWrongSecret } from './mesh_test_helpers.js';
+import { storeFixture, strangerWithWrongSecret } from './mesh_test_helpers.js';
 import { liveHandles } from './tcp_test_helpers.js';
 
 describe('connectMesh', () => {
-  let server: TcpStoreServer;
-  let address: StoreAddress;
-  const clients: TcpStoreClient[] = [];
+  const stores = storeFixture();
   let job = 0;
 
-  before(async () => {
-    server = new TcpStoreServer({ host: '127.0.0.1', port: 0 });
-    address = await server.listen();
-  });
-  after(async () => {
-    await Promise.all(clients.map((c) => c.close()));
-    await server.close();
-  });
-
   async function mesh(overrides: Partial<MeshOptions> & { rank: number; size: number }): Promise<PeerLink[]> {
-    const store = await TcpStoreClient.connect({ ...address, connectTimeoutMs: 2000 });
-    clients.push(store);
+    const store = await stores.client();
     return connectMesh({ store, host: '127.0.0.1', jobId: `job${job}`, timeoutMs: 3000, keyPrefix: `t${job}/`, ...overrides });
   }
 
@@ -88,7 +75,7 @@ describe('connectMesh', () => {
   it('ignores a stranger sending garbage to the data port', async () => {
     job++;
     const first = mesh({ rank: 0, size: 2 });
-    const spy = await TcpStoreClient.connect({ ...address, connectTimeoutMs: 2000 });
+    const spy = await TcpStoreClient.connect({ ...stores.address, connectTimeoutMs: 2000 });
     const { host, port } = JSON.parse(Buffer.from(await spy.get(`t${job}/addr/0`, 2000)).toString());
     await spy.close();
     const garbage = net.connect(port, host);
@@ -104,7 +91,7 @@ describe('connectMesh', () => {
     const key = new JobKey('mesh-secret');
     const refused: string[] = [];
     const first = mesh({ rank: 0, size: 2, key, onRefused: (remote, reason) => refused.push(`${remote} ${reason}`) });
-    const spy = await TcpStoreClient.connect({ ...address, connectTimeoutMs: 2000 });
+    const spy = await TcpStoreClient.connect({ ...stores.address, connectTimeoutMs: 2000 });
     const { host, port } = JSON.parse(Buffer.from(await spy.get(`t${job}/addr/0`, 2000)).toString());
     await spy.close();
     // The stranger knows the job id and claims rank 1, but proves a different secret.
@@ -141,8 +128,7 @@ describe('connectMesh', () => {
       s.write(Buffer.alloc(kChallengeBytes, 0x01));
     });
     await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
-    const store = await TcpStoreClient.connect({ ...address, connectTimeoutMs: 2000 });
-    clients.push(store);
+    const store = await stores.client();
     const fakePort = (fake.address() as net.AddressInfo).port;
     await store.set(`t${job}/addr/1`, Buffer.from(JSON.stringify({ host: '127.0.0.1', port: fakePort })));
     await assert.rejects(

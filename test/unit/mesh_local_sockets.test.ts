@@ -4,16 +4,15 @@ import { existsSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { JobKey } from '../../src/rendezvous/auth.js';
 import { kAckBytes, kChallengeBytes } from '../../src/rendezvous/handshake.js';
 import { localSocketPath, sameHostIdentity } from '../../src/rendezvous/local_socket.js';
 import { connectMesh, destroyLinks, type MeshOptions, type PeerLink } from '../../src/rendezvous/mesh.js';
 import { MeshAcceptor } from '../../src/rendezvous/mesh_acceptor.js';
-import type { Store, StoreAddress } from '../../src/rendezvous/store.js';
-import { TcpStoreClient, TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
+import type { Store } from '../../src/rendezvous/store.js';
 import { TcpTransport } from '../../src/transport/tcp/tcp_transport.js';
-import { strangerWithWrongSecret } from './mesh_test_helpers.js';
+import { storeFixture, strangerWithWrongSecret } from './mesh_test_helpers.js';
 
 const linux = process.platform === 'linux' && sameHostIdentity() !== null;
 const skip = linux ? false : 'needs /proc (Linux) for the same-host identity';
@@ -109,25 +108,9 @@ describe('Unix sockets: same-host identity and path', () => {
 });
 
 describe('connectMesh over Unix sockets', () => {
-  let server: TcpStoreServer;
-  let address: StoreAddress;
-  const clients: TcpStoreClient[] = [];
+  const stores = storeFixture();
   let job = 0;
-
-  before(async () => {
-    server = new TcpStoreServer({ host: '127.0.0.1', port: 0 });
-    address = await server.listen();
-  });
-  after(async () => {
-    await Promise.all(clients.map((c) => c.close()));
-    await server.close();
-  });
-
-  async function store(): Promise<TcpStoreClient> {
-    const client = await TcpStoreClient.connect({ ...address, connectTimeoutMs: 2000 });
-    clients.push(client);
-    return client;
-  }
+  const store = () => stores.client();
 
   async function mesh(overrides: Partial<MeshOptions> & { rank: number; size: number }): Promise<PeerLink[]> {
     return connectMesh({
