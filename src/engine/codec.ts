@@ -212,6 +212,9 @@ function writeResponse(w: Writer, r: WireResponse): void {
   } else {
     w.u8(code(kErrorKinds, r.errorKind));
     w.str(r.message);
+    // 0 ranks means every rank: a stall always has at least one rank that submitted.
+    w.u32(r.ranks?.length ?? 0);
+    for (const rank of r.ranks ?? []) w.u32(rank);
   }
 }
 
@@ -229,7 +232,12 @@ function readResponse(r: Reader): WireResponse {
   for (let i = 0; i < count; i++) names.push(r.str('tensor name'));
   if (kind === 1) {
     const errorKind = r.enumOf(kErrorKinds, 'error kind');
-    return { kind: 'error', names, errorKind, message: r.str('error message') };
+    const message = r.str('error message');
+    const n = r.count('error ranks', 4);
+    if (n === 0) return { kind: 'error', names, errorKind, message };
+    const ranks: number[] = [];
+    for (let i = 0; i < n; i++) ranks.push(r.u32('error rank'));
+    return { kind: 'error', names, errorKind, message, ranks };
   }
   const op = r.enumOf(kOps, 'op');
   const dtype = r.enumOf(kDTypes, 'dtype') as DType;

@@ -136,7 +136,13 @@ export class Coordinator {
       this.cached.delete(name);
     }
     this.options.publish(
-      stalled.map(({ name, message }) => ({ kind: 'error', names: [name], errorKind: 'TimeoutError', message })),
+      stalled.map(({ name, message, submitted }) => ({
+        kind: 'error',
+        names: [name],
+        errorKind: 'TimeoutError',
+        message,
+        ranks: submitted,
+      })),
     );
   }
 }

@@ -487,13 +487,17 @@ export class Engine {
   private schedule(response: Response): void {
     if (response.kind === 'error') {
       const error = fromErrorRecord({ kind: response.errorKind, message: response.message });
+      // A stall fails the submissions that waited; this rank's entry, if it was not one of them,
+      // is a newer submission that reached this rank before the error did, and it stays.
+      const ours = response.ranks === undefined || response.ranks.includes(this.config.rank);
       for (const name of response.names) {
-        const entry = this.queue.take(name);
+        const entry = ours ? this.queue.take(name) : undefined;
         if (entry) this.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
-        // A cached tensor that stalled: it leaves the ready set on every rank at this same place.
+        // A cached tensor that stalled: every rank drops it from the open round at this same
+        // place (block), and a newer submission is reported again, with its data.
         const id = this.cache.idOfName(name);
         if (id !== undefined) {
-          this.rounds.remove(id);
+          if (ours) this.rounds.remove(id);
           this.rounds.block(id);
           this.eager.withdraw(id);
         }

@@ -43,6 +43,11 @@ export interface ErrorResponse {
   names: string[];
   errorKind: ErrorClassName;
   message: string;
+  /**
+   * A stall: the ranks whose submissions waited, the only ones it fails. A rank outside it may
+   * hold a newer submission of the name by the time the response reaches it. Unset: every rank.
+   */
+  ranks?: number[];
 }
 
 export type Response = ExecuteResponse | ErrorResponse;

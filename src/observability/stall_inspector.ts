@@ -25,6 +25,8 @@ export interface StalledName {
   name: string;
   /** The TimeoutError message every rank's collective rejects with. */
   message: string;
+  /** The ranks that submitted it: the collectives that fail. */
+  submitted: number[];
 }
 
 export interface StallInspectorOptions {
@@ -95,7 +97,7 @@ export class StallInspector {
     const stalled: StalledName[] = [];
     for (const [name, entry] of this.options.waiting()) {
       if (timeoutMs > 0 && now - entry.since >= timeoutMs) {
-        stalled.push({ name, message: timeoutMessage(name, entry, timeoutMs) });
+        stalled.push({ name, message: timeoutMessage(name, entry, timeoutMs), submitted: ranksWhere(entry, true) });
       } else if (this.warns() && !this.warned.has(name) && now - entry.since >= warningMs) {
         toWarn.push([name, entry]);
         this.warned.add(name);

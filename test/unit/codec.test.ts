@@ -22,6 +22,7 @@ const samples: ControlMessage[] = [
     responses: [
       { kind: 'execute', names: ['a', 'b'], op: 'allgather', dtype: 'float64', reduceOp: 'sum', root: -1, firstDims: [0, 5, 7] },
       { kind: 'error', names: ['c'], errorKind: 'MismatchError', message: "Mismatched data types for tensor 'c'" },
+      { kind: 'error', names: ['d'], errorKind: 'TimeoutError', message: "'d' timed out", ranks: [1, 3] },
       { kind: 'cached', ids: [4, 2] },
     ],
   },

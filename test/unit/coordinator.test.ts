@@ -76,6 +76,7 @@ test('stalled names time out with the missing ranks named', async () => {
   if (response?.kind === 'error') {
     assert.equal(response.errorKind, 'TimeoutError');
     assert.match(response.message, /'late' timed out .* ranks 1 did not submit it \(ranks 0, 2 did\)/);
+    assert.deepEqual(response.ranks, [0, 2], 'it fails only the submissions that waited');
   }
   coordinator.close();
 });
