@@ -58,6 +58,8 @@ export interface Config {
   readonly burstHoldMs: number;
   /** TCP backend: ranks on the same host talk over Unix domain sockets (faster than loopback TCP). */
   readonly unixSockets: boolean;
+  /** TCP backend: large messages between ranks of one host go through files in /dev/shm (shm_lane.ts). */
+  readonly sharedMemory: boolean;
   /** Chrome trace file of the engine's phases (rank r > 0 of a larger job: see timelinePathFor), or undefined. */
   readonly timeline: string | undefined;
 }
@@ -92,6 +94,7 @@ const kOptionsSchema = z.strictObject({
   segmentBytes: z.number().int().positive().optional(),
   burstHoldMs: timeoutField.optional(),
   unixSockets: z.boolean().optional(),
+  sharedMemory: z.boolean().optional(),
   timeline: z.string().min(1).optional(),
 });
 
@@ -213,6 +216,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     // the hold delays just calls that a long computation follows within the same tick.
     burstHoldMs: o.burstHoldMs ?? envInt(env, 'RINGREDUCE_BURST_HOLD_MS') ?? 2,
     unixSockets: o.unixSockets ?? env.RINGREDUCE_UNIX_SOCKETS !== '0',
+    sharedMemory: o.sharedMemory ?? env.RINGREDUCE_SHARED_MEMORY !== '0',
     timeline: o.timeline ?? (env.RINGREDUCE_TIMELINE || undefined),
   });
 }

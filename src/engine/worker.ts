@@ -4,10 +4,12 @@
  * the shared signal so a caller blocked in a ...Sync call wakes up.
  */
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
+import { kDefaultPipelineDepth } from '../algorithms/options.js';
 import { toErrorRecord } from '../api/errors.js';
 import { Logger } from '../observability/logger.js';
 import { SoloTransport } from '../transport/solo_transport.js';
 import { createTcpTransport } from '../transport/tcp/index.js';
+import type { ShmLaneOptions } from '../transport/tcp/shm_lane.js';
 import type { Transport } from '../transport/transport.js';
 import { BurstGate } from './burst_gate.js';
 import { Engine } from './engine.js';
@@ -67,8 +69,18 @@ async function connect(): Promise<Connection> {
     timeouts: { connectMs: config.startTimeoutMs, ioMs: config.ioTimeoutMs },
     heartbeatMs: config.heartbeatMs,
     localSockets: config.unixSockets,
+    ...(config.sharedMemory ? { sharedMemory: sharedMemoryLane(config.segmentBytes) } : {}),
     log: logger,
   });
+}
+
+/**
+ * The shared-memory lane's geometry (shm_lane.ts): a slot per pipelined segment in flight, so
+ * the ring never waits for a slot; below 64 KiB a socket write costs less than the lane's copy
+ * in, copy out and credit.
+ */
+function sharedMemoryLane(segmentBytes: number): ShmLaneOptions {
+  return { dir: '/dev/shm', slots: kDefaultPipelineDepth, slotBytes: segmentBytes, minBytes: 64 * 1024 };
 }
 
 async function main(): Promise<void> {

@@ -78,7 +78,7 @@ describe('TcpTransport', () => {
     const into = new Uint8Array(new SharedArrayBuffer(size));
     await b.recv(0, 2, into);
     assert.ok(equalBytes(into, first));
-    assert.deepEqual(b.stats(), { zeroCopyBytes: 0, copiedBytes: size, stagedBytes: size });
+    assert.deepEqual(b.stats(), { zeroCopyBytes: 0, copiedBytes: size, stagedBytes: size, sharedBytes: 0 });
 
     // Posted while the payload streams in. The frame is written by hand in three pieces so the
     // recv is posted exactly mid-way: the staged part is copied over, the rest is redirected.

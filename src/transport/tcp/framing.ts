@@ -7,7 +7,9 @@
  *   offset  size  field
  *   0       1     magic   kFrameMagic (0x52, 'R'): catches a desynchronised stream early
  *   1       1     kind    1 = data (matched by recv(peer, tag)), 2 = control (to onControl),
- *                         3 = link (the transport's own: heartbeat, failure notice, goodbye)
+ *                         3 = link (the transport's own: heartbeat, failure notice, goodbye),
+ *                         4 = shared data (a data message whose bytes wait in the shared-memory
+ *                         lane, shm_lane.ts; the payload is its 8-byte descriptor)
  *   2       2     flags   must be 0 (reserved for later use, e.g. compression)
  *   4       4     tag     u32 tag of a data frame; 0 for control frames; the message of a link frame
  *   8       4     length  u32 payload length in bytes (0 is legal)
@@ -15,7 +17,9 @@
  * Link frames (tag = message): kLinkHeartbeat (empty: "I am alive"), kLinkNotice (u32 rank,
  * then a UTF-8 reason: "that rank failed, the job is broken"), kLinkBye (empty: "I am shutting
  * down; my connections close next, and that is not a failure"), kLinkPing (empty: "are you
- * alive? answer with a heartbeat", liveness.ts).
+ * alive? answer with a heartbeat", liveness.ts), and the shared-memory lane's (shm_lane.ts):
+ * kLinkShmOffer (token, geometry and path of a file), kLinkShmAccept and kLinkShmDecline (empty),
+ * kLinkShmCredit (u32 slots handed back).
  *
  * A header is refused (ProtocolError) when the magic, kind or flags are unknown, when a control
  * frame carries a tag, when a link frame has an unknown message or a payload it must not have,
@@ -33,6 +37,13 @@ export const kLinkHeartbeat = 1;
 export const kLinkNotice = 2;
 export const kLinkBye = 3;
 export const kLinkPing = 4;
+export const kLinkShmOffer = 5;
+export const kLinkShmAccept = 6;
+export const kLinkShmDecline = 7;
+export const kLinkShmCredit = 8;
+export const kKindSharedData = 4;
+/** The payload of a shared data frame: u32 slot, u32 message length. */
+export const kSharedDescriptorBytes = 8;
 /** A notice is a rank and a short reason. */
 export const kMaxLinkBytes = 1024;
 /** The largest u32: tags and lengths travel as u32. */
@@ -42,7 +53,7 @@ export const kDefaultMaxFrameBytes = 1024 * 1024 * 1024;
 /** Control messages are negotiation records: small. */
 export const kDefaultMaxControlBytes = 16 * 1024 * 1024;
 
-export type FrameKind = typeof kKindData | typeof kKindControl | typeof kKindLink;
+export type FrameKind = typeof kKindData | typeof kKindControl | typeof kKindLink | typeof kKindSharedData;
 
 export interface FrameHeader {
   kind: FrameKind;
@@ -92,17 +103,36 @@ export function decodeHeader(bytes: Uint8Array, offset: number, limits: FrameLim
     }
     return { kind, tag, length };
   }
+  if (kind === kKindSharedData) {
+    if (length !== kSharedDescriptorBytes) throw new ProtocolError(`shared data frame of ${length} bytes (tag ${tag})`);
+    return { kind, tag, length };
+  }
   if (kind === kKindLink) {
-    if (
-      tag === kLinkNotice
-        ? length < 4 || length > kMaxLinkBytes
-        : (tag !== kLinkHeartbeat && tag !== kLinkBye && tag !== kLinkPing) || length !== 0
-    ) {
+    if (!linkLengthValid(tag, length)) {
       throw new ProtocolError(`bad link frame: message ${tag} with ${length} bytes`);
     }
     return { kind, tag, length };
   }
   throw new ProtocolError(`unknown frame kind ${kind}`);
+}
+
+function linkLengthValid(message: number, length: number): boolean {
+  switch (message) {
+    case kLinkNotice:
+      return length >= 4 && length <= kMaxLinkBytes;
+    case kLinkShmOffer:
+      return length > 24 && length <= kMaxLinkBytes;
+    case kLinkShmCredit:
+      return length >= 4 && length <= kMaxLinkBytes && length % 4 === 0;
+    case kLinkHeartbeat:
+    case kLinkBye:
+    case kLinkPing:
+    case kLinkShmAccept:
+    case kLinkShmDecline:
+      return length === 0;
+    default:
+      return false;
+  }
 }
 
 export function readU32(bytes: Uint8Array, offset: number): number {

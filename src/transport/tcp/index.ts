@@ -22,6 +22,7 @@ import { JobKey } from '../../rendezvous/auth.js';
 import { connectMesh, destroyLinks, type PeerLink } from '../../rendezvous/mesh.js';
 import type { StoreAddress } from '../../rendezvous/store.js';
 import { TcpStoreClient, TcpStoreServer } from '../../rendezvous/tcp_store.js';
+import type { ShmLaneOptions } from './shm_lane.js';
 import { TcpTransport } from './tcp_transport.js';
 
 export { TcpTransport, type TcpTransportOptions } from './tcp_transport.js';
@@ -55,6 +56,8 @@ export interface TcpTransportConfig {
   /** Ranks on the same host (and network namespace) connect over Unix domain sockets. Default true. */
   localSockets?: boolean;
   maxFrameBytes?: number;
+  /** Large data messages between ranks of one host go through files in tmpfs (shm_lane.ts); unset: the sockets carry all. */
+  sharedMemory?: ShmLaneOptions;
   /** Where refused connections and other link events are reported. */
   log?: { warn(message: string): void; info(message: string): void };
 }
@@ -73,6 +76,7 @@ export async function createTcpTransport(config: TcpTransportConfig): Promise<Tc
     maxFrameBytes: config.maxFrameBytes,
     shareFate: true,
     heartbeatMs: config.heartbeatMs ?? 0,
+    ...(config.sharedMemory === undefined ? {} : { sharedMemory: config.sharedMemory }),
   };
   if (size === 1) return handle(new TcpTransport(rank, size, [], transportOptions), null);
 

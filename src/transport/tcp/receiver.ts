@@ -17,11 +17,26 @@
  * what is there, and if the message is still arriving, redirects the rest straight into `into`.
  * A length mismatch rejects that recv with ProtocolError and discards the message; the link
  * stays up. Control payloads are assembled in their own buffer and handed to `onControl`.
+ *
+ * A shared data frame (shm_lane.ts) is matched the same way once its descriptor is whole: its
+ * bytes are copied out of the lane into the posted recv's `into` and the slot is handed back.
+ * With no recv posted, the message keeps its slot until one is (so its bytes are copied once,
+ * with no staging buffer), but only while that leaves the sender a free slot: beyond that it is
+ * staged like any message, so a recv waiting behind unclaimed messages can always be served.
  */
 import { performance } from 'node:perf_hooks';
 import { ProtocolError } from '../../api/errors.js';
 import type { ReadSink } from '../../rendezvous/read_port.js';
-import { decodeHeader, type FrameHeader, type FrameLimits, kHeaderBytes, kKindData, kKindLink } from './framing.js';
+import {
+  decodeHeader,
+  type FrameHeader,
+  type FrameLimits,
+  kHeaderBytes,
+  kKindData,
+  kKindLink,
+  kKindSharedData,
+  readU32,
+} from './framing.js';
 import { Fifo, type PendingOp } from './pending_op.js';
 
 const kStageBytes = 64 * 1024;
@@ -35,9 +50,10 @@ interface PostedRecv {
 }
 
 interface Inbound {
-  /** Not data: assembled in its own buffer and handed to onControl, or to onLink when `link`. */
+  /** Not data: assembled in its own buffer and handed to onControl, to onLink when `link`, or matched as a shared message when `shared`. */
   control: boolean;
   link: boolean;
+  shared: boolean;
   tag: number;
   length: number;
   received: number;
@@ -46,6 +62,8 @@ interface Inbound {
   recv: PostedRecv | null;
   /** Its recv was refused for a length mismatch: bytes are read and discarded. */
   dropped: boolean;
+  /** A shared message whose bytes still wait in this lane slot (else -1). */
+  slot: number;
 }
 
 interface TagQueue {
@@ -62,6 +80,18 @@ export interface ReceiverHooks {
   onLink(message: number, payload: Uint8Array): void;
   /** A malformed frame: the link is broken. */
   onViolation(error: ProtocolError): void;
+  /**
+   * The shared-memory lane from this peer, once this side accepted it: copies slot `slot` into
+   * `into` (throws ProtocolError for a bad descriptor), and hands a slot back to the sender.
+   */
+  shared?(): SharedLane | undefined;
+}
+
+/** The receiving end of a shared-memory lane, as the receiver sees it. */
+export interface SharedLane {
+  readonly slots: number;
+  read(slot: number, into: Uint8Array): void;
+  release(slot: number): void;
 }
 
 /**
@@ -72,10 +102,12 @@ export interface ReceiveStats {
   zeroCopyBytes: number;
   copiedBytes: number;
   stagedBytes: number;
+  /** Copied from the shared-memory lane straight into a posted recv's `into`. */
+  sharedBytes: number;
 }
 
 export class PeerReceiver implements ReadSink {
-  readonly stats: ReceiveStats = { zeroCopyBytes: 0, copiedBytes: 0, stagedBytes: 0 };
+  readonly stats: ReceiveStats = { zeroCopyBytes: 0, copiedBytes: 0, stagedBytes: 0, sharedBytes: 0 };
   /** performance.now() of the last read: liveness (the peer was heard) and op progress. */
   lastReadAt = performance.now();
   private readonly stage = new Uint8Array(kStageBytes);
@@ -87,6 +119,8 @@ export class PeerReceiver implements ReadSink {
   private readonly queues = new Map<number, TagQueue>();
   private dead = false;
   private failure: Error | null = null;
+  /** Shared messages waiting for a recv in their lane slot. */
+  private held = 0;
 
   constructor(private readonly hooks: ReceiverHooks) {}
 
@@ -137,6 +171,10 @@ export class PeerReceiver implements ReadSink {
       op.reject(this.failure as Error);
       return;
     }
+    if (inbound.slot >= 0) {
+      this.claimHeld(inbound, tag, into, op);
+      return;
+    }
     if (inbound.length !== into.byteLength) {
       op.reject(this.mismatch(tag, into.byteLength, inbound.length));
       inbound.staged = null;
@@ -168,10 +206,15 @@ export class PeerReceiver implements ReadSink {
     for (const [tag, queue] of this.queues) {
       for (const posted of queue.posted.drain()) posted.op.reject(error);
       const whole = new Fifo<Inbound>();
-      for (const inbound of queue.arrived.drain()) if (inbound.received === inbound.length) whole.push(inbound);
+      for (const inbound of queue.arrived.drain()) {
+        // The lane closes with the link: a held message moves to memory, like one that arrived whole.
+        if (inbound.slot >= 0 && !this.tryUnhold(inbound)) continue;
+        if (inbound.received === inbound.length) whole.push(inbound);
+      }
       if (whole.length === 0) this.queues.delete(tag);
       else queue.arrived = whole;
     }
+    this.held = 0;
   }
 
   private landedDirect(nread: number, buf: Uint8Array): void {
@@ -227,12 +270,14 @@ export class PeerReceiver implements ReadSink {
     const inbound: Inbound = {
       control: header.kind !== kKindData,
       link: header.kind === kKindLink,
+      shared: header.kind === kKindSharedData,
       tag: header.tag,
       length: header.length,
       received: 0,
       staged: null,
       recv: null,
       dropped: false,
+      slot: -1,
     };
     if (inbound.control) {
       inbound.staged = new Uint8Array(header.length);
@@ -262,9 +307,104 @@ export class PeerReceiver implements ReadSink {
     if (cur.received < cur.length) return;
     this.cur = null;
     if (cur.link) this.hooks.onLink(cur.tag, cur.staged as Uint8Array);
+    else if (cur.shared) this.landShared(cur.tag, cur.staged as Uint8Array);
     else if (cur.control) this.hooks.onControl(cur.staged as Uint8Array);
     else if (cur.recv !== null) cur.recv.op.resolve();
     // An unmatched data message now waits, complete, in its tag's arrived queue.
+  }
+
+  /** A shared data frame's descriptor is whole: match it like a data message, then free its slot. */
+  private landShared(tag: number, descriptor: Uint8Array): void {
+    const lane = this.hooks.shared?.();
+    if (lane === undefined) throw new ProtocolError('shared data frame on a link without a shared-memory lane');
+    const slot = readU32(descriptor, 0);
+    const length = readU32(descriptor, 4);
+    if (length > this.hooks.limits.maxFrameBytes) {
+      throw new ProtocolError(
+        `shared data message of ${length} bytes (tag ${tag}) exceeds the limit of ${this.hooks.limits.maxFrameBytes}`,
+      );
+    }
+    if (slot >= lane.slots) throw new ProtocolError(`shared data message in slot ${slot} of ${lane.slots}`);
+    const queue = this.queue(tag);
+    const posted = queue.posted.shift();
+    if (posted === undefined) {
+      const inbound: Inbound = {
+        control: false,
+        link: false,
+        shared: false,
+        tag,
+        length,
+        received: length,
+        staged: null,
+        recv: null,
+        dropped: false,
+        slot,
+      };
+      // Hold the slot only while the sender keeps one free (see the header); else stage it now.
+      if (this.held < lane.slots - 1) this.held++;
+      else this.unhold(inbound);
+      queue.arrived.push(inbound);
+      return;
+    }
+    this.release(tag, queue);
+    if (posted.into.byteLength !== length) {
+      lane.release(slot);
+      posted.op.reject(this.mismatch(tag, posted.into.byteLength, length));
+      return;
+    }
+    lane.read(slot, posted.into);
+    lane.release(slot);
+    this.stats.sharedBytes += length;
+    posted.op.resolve();
+  }
+
+  /** A recv takes a message held in its lane slot: one copy, straight into `into`. */
+  private claimHeld(inbound: Inbound, tag: number, into: Uint8Array, op: PendingOp): void {
+    const lane = this.hooks.shared?.();
+    this.held--;
+    const slot = inbound.slot;
+    inbound.slot = -1;
+    if (lane === undefined) {
+      op.reject(new ProtocolError(`the shared-memory lane closed before the message with tag ${tag} was taken`));
+      return;
+    }
+    try {
+      if (inbound.length !== into.byteLength) {
+        op.reject(this.mismatch(tag, into.byteLength, inbound.length));
+        return;
+      }
+      lane.read(slot, into);
+      this.stats.sharedBytes += inbound.length;
+      op.resolve();
+    } catch (error) {
+      op.reject(error as Error);
+      this.dead = true;
+      this.hooks.onViolation(error instanceof ProtocolError ? error : new ProtocolError(String(error)));
+    } finally {
+      lane.release(slot);
+    }
+  }
+
+  /** Copies a held message out of its slot into a staging buffer and frees the slot; false if the lane is gone. */
+  private unhold(inbound: Inbound): boolean {
+    const lane = this.hooks.shared?.();
+    const slot = inbound.slot;
+    inbound.slot = -1;
+    if (lane === undefined) return false;
+    const staged = inbound.length === 0 ? kEmpty : Buffer.allocUnsafe(inbound.length);
+    lane.read(slot, staged);
+    lane.release(slot);
+    inbound.staged = staged;
+    this.stats.stagedBytes += inbound.length;
+    return true;
+  }
+
+  private tryUnhold(inbound: Inbound): boolean {
+    try {
+      return this.unhold(inbound);
+    } catch {
+      return false;
+    }
   }
 
   private count(cur: Inbound, n: number, copied: boolean): void {

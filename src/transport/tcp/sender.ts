@@ -11,12 +11,25 @@
  * not yet resolved, so the bytes in flight are bounded by what the caller has not awaited.
  * Writes complete in order, so the oldest unresolved op is the one the link is working on:
  * each completion stamps progress on the next one for the watchdog.
+ *
+ * Shared-memory lane (shm_lane.ts), once the peer accepted it: a data payload that fits is
+ * copied into a free slot and only its descriptor goes on the socket. With no slot free, the send
+ * waits for the peer's credit, and so does every later data or control send (order per peer);
+ * link frames never wait. A lane that fails to write (tmpfs full) is dropped for the socket.
  */
 
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { encodeHeader, type FrameKind, kHeaderBytes, kKindLink } from './framing.js';
+import { encodeHeader, type FrameKind, kHeaderBytes, kKindData, kKindLink, kKindSharedData } from './framing.js';
 import { Fifo, type PendingOp } from './pending_op.js';
+import { encodeDescriptor, type ShmOutbox } from './shm_lane.js';
+
+interface WaitingSend {
+  kind: FrameKind;
+  tag: number;
+  payload: Uint8Array;
+  op: PendingOp;
+}
 
 /** Payloads up to this size are copied behind their header: a copy this small beats a writev. */
 const kCoalesceMaxBytes = 1024;
@@ -27,13 +40,78 @@ export class PeerSender {
   /** Write callbacks still to come for ops already resolved (their bytes were taken at once). */
   private early = 0;
   private readonly written = (error?: Error | null) => this.done(error);
+  private lane: ShmOutbox | undefined;
+  /** Sends behind one that waits for a free slot of the lane, in call order. */
+  private readonly waiting = new Fifo<WaitingSend>();
+  private waitingBytes = 0;
 
   constructor(
     private readonly socket: net.Socket,
     private readonly onWriteError: (error: Error) => void,
   ) {}
 
+  /** The peer accepted the lane: data payloads that fit go through it from now on. */
+  useLane(lane: ShmOutbox): void {
+    this.lane = lane;
+  }
+
+  /** Whether data payloads that fit currently go through the shared-memory lane. */
+  get usesLane(): boolean {
+    return this.lane !== undefined;
+  }
+
   send(kind: FrameKind, tag: number, payload: Uint8Array, op: PendingOp): void {
+    if (this.waiting.length > 0 || !this.trySend(kind, tag, payload, op)) {
+      this.waiting.push({ kind, tag, payload, op });
+      this.waitingBytes += payload.byteLength;
+    }
+  }
+
+  /** The peer handed lane slots back: sends that waited for one go out now. */
+  credit(slots: readonly number[]): void {
+    const lane = this.lane;
+    if (lane === undefined) return;
+    for (const slot of slots) lane.release(slot);
+    const head = this.waiting.peek();
+    if (head !== undefined) head.op.lastProgress = performance.now();
+    for (let next = this.waiting.peek(); next !== undefined; next = this.waiting.peek()) {
+      if (next.op.done) {
+        this.dropWaiting();
+        continue;
+      }
+      if (!this.trySend(next.kind, next.tag, next.payload, next.op)) break;
+      this.dropWaiting();
+    }
+  }
+
+  private dropWaiting(): void {
+    this.waitingBytes -= (this.waiting.shift() as WaitingSend).payload.byteLength;
+  }
+
+  /** Writes the frame, through the lane when it fits; false when it must wait for a slot. */
+  private trySend(kind: FrameKind, tag: number, payload: Uint8Array, op: PendingOp): boolean {
+    const lane = this.lane;
+    if (kind === kKindData && lane?.fits(payload.byteLength)) {
+      const slot = lane.acquire();
+      if (slot === undefined) return false;
+      try {
+        lane.write(slot, payload);
+      } catch {
+        // tmpfs full or gone: this and every later message take the socket.
+        lane.release(slot);
+        this.lane = undefined;
+        lane.close();
+        this.write(kind, tag, payload, op);
+        return true;
+      }
+      this.write(kKindSharedData, tag, encodeDescriptor(slot, payload.byteLength), op);
+      return true;
+    }
+    this.write(kind, tag, payload, op);
+    return true;
+  }
+
+  private write(kind: FrameKind, tag: number, payload: Uint8Array, op: PendingOp): void {
     const length = payload.byteLength;
     if (this.inflight.length === 0) op.lastProgress = performance.now();
     this.inflight.push(op);
@@ -73,13 +151,15 @@ export class PeerSender {
     this.socket.write(frame);
   }
 
-  /** Bytes handed to the socket that the kernel has not taken yet. */
+  /** Bytes handed to the socket that the kernel has not taken yet, and sends waiting for a lane slot. */
   get backlog(): number {
-    return this.socket.writableLength;
+    return this.socket.writableLength + this.waitingBytes;
   }
 
   /** Rejects every unresolved send. */
   fail(error: Error): void {
+    for (const send of this.waiting.drain()) send.op.reject(error);
+    this.waitingBytes = 0;
     for (const op of this.inflight.drain()) {
       op.reject(error);
       this.early++; // its callback may still come

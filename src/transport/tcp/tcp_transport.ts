@@ -32,10 +32,14 @@
  * peer, which breaks the same way, naming the same rank: no rank waits for a peer that is
  * itself waiting for the dead one. A clean `close()` sends a goodbye first, so peers see a
  * departure, not a failure, and pass nothing on.
+ *
+ * Shared memory (option `sharedMemory`): every link offers the peer a shared-memory lane for
+ * large data messages (shm_lane.ts); a peer on the same host accepts it, others decline, and the
+ * socket carries everything as before. The lane's files are released with the transport.
  */
 
 import type net from 'node:net';
-import { InvalidArgumentError, PeerFailureError, ShutdownError, TimeoutError } from '../../api/errors.js';
+import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../api/errors.js';
 import type { PeerLink } from '../../rendezvous/mesh.js';
 import { ControlInbox } from '../control_inbox.js';
 import type { ControlHandler, PeerFailureHandler, Transport } from '../transport.js';
@@ -49,13 +53,20 @@ import {
   kLinkHeartbeat,
   kLinkNotice,
   kLinkPing,
+  kLinkShmAccept,
+  kLinkShmCredit,
+  kLinkShmDecline,
+  kLinkShmOffer,
   kMaxU32,
+  readU32,
+  writeU32,
 } from './framing.js';
 import { Liveness } from './liveness.js';
 import { decodeNotice, encodeNotice } from './notice.js';
 import { type OpKind, type PendingOp, startOp } from './pending_op.js';
 import { PeerReceiver, type ReceiveStats } from './receiver.js';
 import { PeerSender } from './sender.js';
+import { decodeOffer, encodeOffer, ShmInbox, type ShmLaneOptions, ShmOutbox } from './shm_lane.js';
 import { describeError, destroyAndWait, flushed, watch } from './sockets.js';
 import { Watchdog } from './watchdog.js';
 
@@ -72,6 +83,8 @@ export interface TcpTransportOptions {
    * limit is ioTimeoutMs, so the interval is capped at a third of it.
    */
   heartbeatMs?: number;
+  /** Offer every peer a shared-memory lane for large data messages (see above); unset: none. */
+  sharedMemory?: ShmLaneOptions;
 }
 
 interface Peer {
@@ -83,6 +96,11 @@ interface Peer {
   /** The send connection broke first; the receive side drains until `drainTimer` fires. */
   sendFailure: PeerFailureError | null;
   drainTimer: NodeJS.Timeout | null;
+  /** Our lane to the peer (offered, or in use once accepted), and the peer's lane to us. */
+  outbox: ShmOutbox | null;
+  inbox: ShmInbox | null;
+  /** Lane slots read and not yet handed back (sent together, once per burst of reads). */
+  credits: number[];
 }
 
 /** How long the receive side may keep delivering after the send side of a peer broke. */
@@ -106,6 +124,7 @@ export class TcpTransport implements Transport {
   private readonly heartbeatMs: number;
   /** The engine has collectives pending (setActive). */
   private active = false;
+  private readonly sharedMemory: ShmLaneOptions | undefined;
 
   constructor(
     readonly rank: number,
@@ -120,6 +139,7 @@ export class TcpTransport implements Transport {
       maxControlBytes: Math.min(options.maxControlBytes ?? kDefaultMaxControlBytes, kMaxU32),
     };
     this.shareFate = options.shareFate ?? false;
+    this.sharedMemory = options.sharedMemory;
     this.heartbeatMs = Math.min(options.heartbeatMs ?? 0, Math.max(1, Math.floor(this.ioTimeoutMs / 3)));
     this.peers = new Array(size).fill(undefined);
     for (const link of links) this.peers[link.peer] = this.attach(link);
@@ -196,6 +216,11 @@ export class TcpTransport implements Transport {
     return this.liveness?.running ?? false;
   }
 
+  /** Peers this rank sends large messages to through a shared-memory lane. */
+  lanesInUse(): number {
+    return this.peers.filter((p) => p?.sender.usesLane).length;
+  }
+
   onControl(handler: ControlHandler): void {
     this.controlInbox.setHandler(handler);
   }
@@ -210,8 +235,9 @@ export class TcpTransport implements Transport {
 
   /** Where the data payload bytes received so far went (see ReceiveStats). */
   stats(): ReceiveStats {
-    const total: ReceiveStats = { zeroCopyBytes: 0, copiedBytes: 0, stagedBytes: 0 };
+    const total: ReceiveStats = { zeroCopyBytes: 0, copiedBytes: 0, stagedBytes: 0, sharedBytes: 0 };
     for (const p of this.peers) {
+      total.sharedBytes += p?.receiver.stats.sharedBytes ?? 0;
       total.zeroCopyBytes += p?.receiver.stats.zeroCopyBytes ?? 0;
       total.copiedBytes += p?.receiver.stats.copiedBytes ?? 0;
       total.stagedBytes += p?.receiver.stats.stagedBytes ?? 0;
@@ -257,11 +283,20 @@ export class TcpTransport implements Transport {
         onControl: (payload) => this.controlInbox.deliver(link.peer, payload),
         onLink: (message, payload) => this.onLink(link.peer, message, payload),
         onViolation: (error) => fail(`sent a malformed frame: ${error.message}`),
+        shared: () => {
+          const inbox = p.inbox;
+          return inbox === null
+            ? undefined
+            : { slots: inbox.slots, read: (slot, into) => inbox.read(slot, into), release: (slot) => this.credit(p, slot) };
+        },
       }),
       sender: new PeerSender(link.sendSocket, (error) => fail(`write failed: ${describeError(error)}`)),
       failure: null,
       sendFailure: null,
       drainTimer: null,
+      outbox: null,
+      inbox: null,
+      credits: [],
     };
     // The receive connection fails the peer at once: its bytes up to the end were delivered.
     watch(link.recvSocket, 'receive', fail);
@@ -275,12 +310,65 @@ export class TcpTransport implements Transport {
     }
     // The peer never writes on the connection we send on; bytes there mean a confused peer.
     link.sendSocket.on('data', () => fail('wrote on its receive-only connection'));
+    this.offerLane(p);
     link.recvPort.attach(p.receiver);
     link.recvSocket.resume(); // the handshake paused it
     if (link.recvSocket.destroyed || link.sendSocket.destroyed) {
       queueMicrotask(() => fail('connection closed before the transport started'));
     }
     return p;
+  }
+
+  /** Offers the peer a shared-memory lane; without a usable directory, the socket does it all. */
+  private offerLane(p: Peer): void {
+    if (this.sharedMemory === undefined) return;
+    try {
+      p.outbox = new ShmOutbox(this.sharedMemory, `${this.rank}to${p.link.peer}`);
+    } catch {
+      return;
+    }
+    p.sender.sendLink(kLinkShmOffer, encodeOffer(p.outbox.offer));
+  }
+
+  /** A lane slot was read: hands it back, with the others read in the same burst. */
+  private credit(p: Peer, slot: number): void {
+    p.credits.push(slot);
+    if (p.credits.length > 1) return;
+    queueMicrotask(() => {
+      const slots = p.credits;
+      p.credits = [];
+      if (p.failure || p.sendFailure || this.closing) return;
+      const payload = new Uint8Array(4 * slots.length);
+      for (const [i, s] of slots.entries()) writeU32(payload, 4 * i, s);
+      p.sender.sendLink(kLinkShmCredit, payload);
+    });
+  }
+
+  private onLaneMessage(p: Peer, message: number, payload: Uint8Array): void {
+    if (message === kLinkShmOffer) {
+      const inbox = this.sharedMemory === undefined ? undefined : ShmInbox.accept(decodeOffer(payload));
+      p.inbox?.close();
+      p.inbox = inbox ?? null;
+      p.sender.sendLink(inbox ? kLinkShmAccept : kLinkShmDecline);
+    } else if (message === kLinkShmAccept) {
+      if (p.outbox === null) throw new ProtocolError('accepted a shared-memory lane that was not offered');
+      p.outbox.unlink();
+      p.sender.useLane(p.outbox);
+    } else if (message === kLinkShmDecline) {
+      p.outbox?.close();
+      p.outbox = null;
+    } else {
+      const slots: number[] = [];
+      for (let at = 0; at < payload.byteLength; at += 4) slots.push(readU32(payload, at));
+      p.sender.credit(slots);
+    }
+  }
+
+  private closeLanes(p: Peer): void {
+    p.outbox?.close();
+    p.inbox?.close();
+    p.outbox = null;
+    p.inbox = null;
   }
 
   private failSend(p: Peer, cause: string): void {
@@ -308,6 +396,7 @@ export class TcpTransport implements Transport {
       p.link.recvSocket.destroy();
       p.link.sendSocket.destroy();
     }
+    this.closeLanes(p);
     for (const handler of this.failureHandlers) {
       try {
         handler(p.link.peer, failure);
@@ -344,6 +433,15 @@ export class TcpTransport implements Transport {
     if (message === kLinkPing) {
       // An active peer asks whether we are alive: answer at once, active or not.
       if (!p.failure && !p.sendFailure && !this.closing) p.sender.sendLink(kLinkHeartbeat);
+      return;
+    }
+    if (message >= kLinkShmOffer && message <= kLinkShmCredit) {
+      if (p.failure || this.closing) return;
+      try {
+        this.onLaneMessage(p, message, payload);
+      } catch (error) {
+        this.failPeer(from, `broke the shared-memory lane protocol: ${(error as Error).message}`);
+      }
       return;
     }
     if (message !== kLinkNotice || !this.shareFate || this.broken || this.closing) return; // heartbeat: the read was stamped
@@ -393,6 +491,7 @@ export class TcpTransport implements Transport {
       }
       p.receiver.fail(error);
       p.sender.fail(error);
+      this.closeLanes(p);
       sockets.push(p.link.recvSocket, p.link.sendSocket);
     }
     for (const op of [...this.pending]) op.reject(error);
