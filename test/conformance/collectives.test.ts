@@ -78,6 +78,36 @@ for (const size of [1, 2, 3, 4, 5]) {
       );
     });
 
+    test("in place: allreduce and broadcast with 'out' the tensor itself, every dtype, 2^18 elements", async () => {
+      for (const dtype of kDTypes) {
+        const inputs = world.map((_, rank) => makeInput(dtype, rank, 2 ** 18, 'sum'));
+        const expected = expectedAllreduce(dtype, 'sum', inputs);
+        const buffers = inputs.map((input) => {
+          const shared = allocShared(dtype, input.length);
+          shared.set(input as never);
+          return shared;
+        });
+        const reduced = await Promise.all(
+          world.map((rr, rank) => rr.allreduce(buffers[rank] as TypedArray, { name: `ip/ar/${dtype}`, out: buffers[rank] })),
+        );
+        reduced.forEach((result, rank) => {
+          assert.equal(result, buffers[rank], `rank ${rank}: the result is the tensor itself`);
+          assert.equal(compareArrays(dtype, result, expected), undefined, `in-place allreduce of ${dtype} on rank ${rank}`);
+        });
+        const root = size - 1;
+        const rootValues = (buffers[root] as TypedArray).slice();
+        const sent = await Promise.all(
+          world.map((rr, rank) =>
+            rr.broadcast(buffers[rank] as TypedArray, { root, name: `ip/bc/${dtype}`, out: buffers[rank] }),
+          ),
+        );
+        sent.forEach((result, rank) => {
+          assert.equal(result, buffers[rank]);
+          assert.equal(compareArrays(dtype, result, rootValues), undefined, `in-place broadcast of ${dtype} on rank ${rank}`);
+        });
+      }
+    });
+
     test('broadcast: from every root, every dtype; non-root inputs untouched', async () => {
       for (let root = 0; root < size; root++) {
         await Promise.all(
