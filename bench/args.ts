@@ -16,6 +16,7 @@ export interface BenchArgs {
   warmup: number;
   check: boolean;
   fresh: boolean;
+  inPlace: boolean;
   sync: boolean;
   tensors: number;
   json: string | undefined;
@@ -86,6 +87,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     .option('-w, --warmup <n>', 'untimed iterations per size', positiveInt('warmup', 0), 2)
     .option('--no-check', 'skip checking the results')
     .option('--fresh', 'let every call allocate its output (the default API) instead of reusing one via the out option')
+    .option('--in-place', 'allreduce and broadcast in place: the tensor is its own out (no input copy, as in torch.distributed)')
     .option('--sync', 'call allreduceSync & co. (blocking) instead of the promise API')
     .option(
       '-t, --tensors <n>',
@@ -100,6 +102,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
   program.parse(argv, { from: 'user' });
   const o = program.opts();
   if (!kDTypes.includes(o.dtype)) throw new InvalidArgumentError(`--dtype must be one of ${kDTypes.join(', ')}`);
+  if (o.fresh && o.inPlace) throw new InvalidArgumentError('--fresh and --in-place exclude each other');
   if (!['tcp', 'mpi', 'auto'].includes(o.backend)) throw new InvalidArgumentError('--backend must be tcp, mpi or auto');
   return {
     ops: o.op,
@@ -110,6 +113,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     warmup: o.warmup,
     check: o.check,
     fresh: Boolean(o.fresh),
+    inPlace: Boolean(o.inPlace),
     sync: Boolean(o.sync),
     tensors: o.tensors,
     json: o.json,

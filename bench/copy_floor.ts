@@ -23,8 +23,8 @@ import { fork } from 'node:child_process';
 import { closeSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { createWasmKernels } from '../src/algorithms/reduce_wasm.js';
 import { selectKernel } from '../src/algorithms/reduce.js';
+import { createWasmKernels } from '../src/algorithms/reduce_wasm.js';
 
 interface Job {
   sizes: number[];

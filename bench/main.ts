@@ -66,6 +66,7 @@ async function main(): Promise<number> {
       warmup: args.warmup,
       check: args.check,
       fresh: args.fresh,
+      inPlace: args.inPlace,
       sync: args.sync,
       tensors: args.tensors,
       outDir: dir,
@@ -86,7 +87,7 @@ async function main(): Promise<number> {
     const rows = mergeReports(reports);
     const machine = { before: machineBefore, after: machineLine(null) };
     console.log(
-      `# ringreduce bench: ${args.ranks} processes, backend ${args.backend}, ${args.fresh ? 'fresh output per call' : 'output reused (out option)'}${args.sync ? ', sync calls' : ''}${args.tensors > 1 ? `, ${args.tensors} tensors per step` : ''}\n# before: ${machine.before}`,
+      `# ringreduce bench: ${args.ranks} processes, backend ${args.backend}, ${args.fresh ? 'fresh output per call' : args.inPlace ? 'in place (out = the tensor)' : 'output reused (out option)'}${args.sync ? ', sync calls' : ''}${args.tensors > 1 ? `, ${args.tensors} tensors per step` : ''}\n# before: ${machine.before}`,
     );
     console.log(formatTable(rows, args.dtype));
     const idleCpu = reports.map((r) => `${r.idleCpuMs.toFixed(1)} ms`).join(', ');

@@ -54,9 +54,12 @@ async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: numb
   // allgather's output holds every rank's part.
   const reused = spec.fresh ? undefined : allocShared(spec.dtype, op === 'allgather' ? perRank * size : perRank);
   const many = op === 'allreduce' && spec.tensors > 1;
-  const inputs = many ? Array.from({ length: spec.tensors }, () => input) : [];
-  const outs = inputs.map(() => (spec.fresh ? undefined : allocShared(spec.dtype, perRank)));
-  const step = () => (many ? runMany(rr, inputs, outs) : runOne(rr, spec, op, input, reused));
+  const outs = Array.from({ length: many ? spec.tensors : 0 }, () => (spec.fresh ? undefined : allocShared(spec.dtype, perRank)));
+  // In place: each tensor is its own output, zeros while timed (see BenchSpec.inPlace).
+  const inPlace = spec.inPlace && op !== 'allgather';
+  const inputs = outs.map((o) => (inPlace ? (o as TypedArray) : input));
+  const tensor = inPlace ? (reused as TypedArray) : input;
+  const step = () => (many ? runMany(rr, inputs, outs) : runOne(rr, spec, op, tensor, reused));
   let out = input;
   for (let i = 0; i < spec.warmup; i++) out = await step();
   await rr.barrier();
@@ -72,6 +75,10 @@ async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: numb
   const timeUs = ((last - start) * 1000) / iterations;
   times.sort();
   await rr.barrier();
+  if (inPlace && spec.check) {
+    for (const buffer of many ? inputs : [tensor]) buffer.set(input as never);
+    out = await step();
+  }
   const ok = spec.check ? checkOutput(op, out, size, perRank, kRoot, spec.dtype) : null;
   const total = (op === 'allgather' ? perRank * size : count) * (many ? spec.tensors : 1);
   return {

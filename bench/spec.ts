@@ -18,6 +18,12 @@ export interface BenchSpec {
   check: boolean;
   /** Fresh output memory per call (the API default) instead of a reused `out` buffer. */
   fresh: boolean;
+  /**
+   * Allreduce and broadcast in place: the tensor is its own `out` (shared memory, no input copy,
+   * as torch.distributed and Gloo work). Timed over zeros, so that the values stay put; the
+   * check runs one more call on real values.
+   */
+  inPlace: boolean;
   /** Use the blocking ...Sync calls (shows the hand-off to the engine thread). */
   sync: boolean;
   /** Allreduce only: submit this many named tensors of the row's size together per iteration (fusion). */

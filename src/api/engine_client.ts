@@ -31,6 +31,8 @@ export interface Completion {
 interface PendingCall {
   resolve: (completion: Completion) => void;
   reject: (error: Error) => void;
+  /** The engine is done with the call's memory (it settled it, or it is gone). */
+  released?: () => void;
 }
 
 const kWorkerUrl = new URL('../engine/worker.js', import.meta.url);
@@ -75,18 +77,25 @@ export class EngineClient {
     return client;
   }
 
-  /** Submits a request; the promise settles when every rank has run it (or it failed). */
-  submit(request: Request, buffer: TypedArray | undefined, output?: TypedArray): Promise<Completion> {
-    const id = this.post(request, buffer, output);
+  /**
+   * Submits a request; the promise settles when every rank has run it (or it failed).
+   * `released` runs once the engine no longer uses `buffer` (before the promise settles).
+   */
+  submit(request: Request, buffer: TypedArray | undefined, output?: TypedArray, released?: () => void): Promise<Completion> {
+    const id = this.postOrRelease(request, buffer, output, released);
     return new Promise<Completion>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      this.pending.set(id, released ? { resolve, reject, released } : { resolve, reject });
       this.updateRefs();
     });
   }
 
-  /** Submits a request and blocks this thread until it settles. Throws what `submit` would reject with. */
-  submitSync(request: Request, buffer: TypedArray | undefined, output?: TypedArray): Completion {
-    const id = this.post(request, buffer, output);
+  /**
+   * Submits a request and blocks this thread until it settles. Throws what `submit` would reject
+   * with. `released` as for submit; it never runs when this thread gives up waiting (the engine
+   * may still use the buffer then).
+   */
+  submitSync(request: Request, buffer: TypedArray | undefined, output?: TypedArray, released?: () => void): Completion {
+    const id = this.postOrRelease(request, buffer, output, released);
     // This thread blocks now: everything submitted so far must reach the engine first.
     this.endBurst();
     let result: { ok: true; value: Completion } | { ok: false; error: Error } | undefined;
@@ -97,6 +106,7 @@ export class EngineClient {
       reject: (error) => {
         result = { ok: false, error };
       },
+      ...(released ? { released } : {}),
     });
     const deadline = performance.now() + this.syncTimeoutMs;
     while (result === undefined) {
@@ -126,6 +136,21 @@ export class EngineClient {
     this.worker.postMessage({ type: 'shutdown' } satisfies ToEngine);
     await closed;
     await this.worker.terminate();
+  }
+
+  /** post(), and a submission refused there never reached the engine: its memory is released at once. */
+  private postOrRelease(
+    request: Request,
+    buffer: TypedArray | undefined,
+    output: TypedArray | undefined,
+    released: (() => void) | undefined,
+  ): number {
+    try {
+      return this.post(request, buffer, output);
+    } catch (error) {
+      released?.();
+      throw error;
+    }
   }
 
   /**
@@ -202,6 +227,7 @@ export class EngineClient {
         if (!call) return;
         this.pending.delete(message.id);
         this.updateRefs();
+        call.released?.();
         if (message.type === 'failed') call.reject(fromErrorRecord(message.error));
         else call.resolve({ output: message.output, shape: message.shape });
         return;
@@ -224,7 +250,11 @@ export class EngineClient {
   }
 
   private rejectAll(error: Error): void {
-    for (const call of this.pending.values()) call.reject(error);
+    // The engine has stopped (it said so, or its thread is gone): it uses no buffer any more.
+    for (const call of this.pending.values()) {
+      call.released?.();
+      call.reject(error);
+    }
     this.pending.clear();
     this.updateRefs();
   }

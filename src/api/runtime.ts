@@ -3,9 +3,10 @@
  * the collectives. The module-level functions of the package use a default instance; create
  * several instances to run several ranks in one process (the tests do).
  */
+import { BufferPool } from '../algorithms/buffer_pool.js';
 import type { Request } from '../engine/messages.js';
 import { type Config, type InitOptions, resolveConfig } from './config.js';
-import { allocShared } from './dtypes.js';
+import { allocShared, bytesPerElement, viewOf } from './dtypes.js';
 import { type Completion, EngineClient } from './engine_client.js';
 import { InvalidArgumentError, ShutdownError } from './errors.js';
 import { SharedMemoryReclaimer } from './shared_memory_reclaimer.js';
@@ -62,8 +63,13 @@ interface Prepared {
   buffer: TypedArray | undefined;
   /** Allgather with option 'out': where the engine writes the result. */
   output?: TypedArray;
+  /** Pooled memory `buffer` views (allgather's input copy), returned to the pool once the call settles. */
+  staging?: SharedArrayBuffer;
   finish: (completion: Completion) => unknown;
 }
+
+/** Allgather input copies kept for reuse, at most (in free buffers). */
+const kStagingRetainBytes = 64 * 1024 * 1024;
 
 export class RingReduce {
   private readonly unnamedCounters: Record<CollectiveOp, number> = {
@@ -75,6 +81,12 @@ export class RingReduce {
   private readonly inFlight = new Set<string>();
   /** Fresh outputs are SharedArrayBuffers, which V8 is slow to free: see shared_memory_reclaimer.ts. */
   private readonly reclaimer = new SharedMemoryReclaimer();
+  /**
+   * Memory for allgather's input copy (the engine needs it shared, and the output's layout is
+   * only known after negotiation), reused: fresh memory costs its page faults at first touch,
+   * which made a 16 MiB allgather take 40 ms instead of 12 here.
+   */
+  private readonly staging = new BufferPool<SharedArrayBuffer>(kStagingRetainBytes, (bytes) => new SharedArrayBuffer(bytes));
   private shutDown = false;
 
   private constructor(
@@ -182,10 +194,12 @@ export class RingReduce {
       throw new InvalidArgumentError('tensor of allgather must have at least one dimension (it is concatenated along the first)');
     }
     const out = parseGatherOut(o.out, t);
-    const input = this.fresh(t);
+    const staging = this.staging.acquire(t.data.length * bytesPerElement(t.dtype));
+    const input = viewOf(t.dtype, staging, 0, t.data.length);
     input.set(t.data as never);
     const prepared = this.prepared('allgather', parseName(o.name), t, 'sum', -1, input, out);
     if (out) prepared.request.outLength = out.length;
+    prepared.staging = staging;
     return prepared;
   }
 
@@ -241,7 +255,7 @@ export class RingReduce {
     return name ?? `${op}#${this.unnamedCounters[op]++}`;
   }
 
-  private claim(request: Request): void {
+  private claimName(request: Request): void {
     if (this.shutDown) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
     if (this.inFlight.has(request.name)) {
       throw new InvalidArgumentError(`a collective named '${request.name}' is already in flight on rank ${this.config.rank}`);
@@ -250,20 +264,36 @@ export class RingReduce {
   }
 
   private async run(prepared: Prepared): Promise<unknown> {
-    this.claim(prepared.request);
+    const released = this.claim(prepared);
     try {
-      return prepared.finish(await this.engine.submit(prepared.request, prepared.buffer, prepared.output));
+      return prepared.finish(await this.engine.submit(prepared.request, prepared.buffer, prepared.output, released));
     } finally {
       this.inFlight.delete(prepared.request.name);
     }
   }
 
   private runSync(prepared: Prepared): unknown {
-    this.claim(prepared.request);
+    const released = this.claim(prepared);
     try {
-      return prepared.finish(this.engine.submitSync(prepared.request, prepared.buffer, prepared.output));
+      return prepared.finish(this.engine.submitSync(prepared.request, prepared.buffer, prepared.output, released));
     } finally {
       this.inFlight.delete(prepared.request.name);
     }
+  }
+
+  /**
+   * Marks the name in flight; returns what gives the call's staging memory back to the pool
+   * once the engine is done with it. A call refused here gives it back at once.
+   */
+  private claim(prepared: Prepared): (() => void) | undefined {
+    const staging = prepared.staging;
+    const released = staging && (() => this.staging.release(staging));
+    try {
+      this.claimName(prepared.request);
+    } catch (error) {
+      released?.();
+      throw error;
+    }
+    return released;
   }
 }

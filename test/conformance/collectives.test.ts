@@ -108,6 +108,22 @@ for (const size of [1, 2, 3, 4, 5]) {
       }
     });
 
+    test('allgather: repeated calls of changing sizes each return their own values (the input copy is reused memory)', async () => {
+      for (const [step, rowsPerRank] of [3, 1, 4, 2, 4].entries()) {
+        const rows = (rank: number) => (rank + step) % (rowsPerRank + 1);
+        const inputs = world.map((_, rank) =>
+          Int32Array.from({ length: rows(rank) * 3 }, (_, i) => rank * 1000 + step * 100 + i),
+        );
+        const results = await Promise.all(
+          world.map((rr, rank) =>
+            rr.allgather({ data: inputs[rank] as Int32Array, shape: [rows(rank), 3] }, { name: 'ag/loop' }),
+          ),
+        );
+        const expected = inputs.flatMap((input) => [...input]);
+        results.forEach((result, rank) => assert.deepEqual([...result.data], expected, `step ${step}, rank ${rank}`));
+      }
+    });
+
     test('broadcast: from every root, every dtype; non-root inputs untouched', async () => {
       for (let root = 0; root < size; root++) {
         await Promise.all(

@@ -45,4 +45,14 @@ describe('BufferPool', () => {
     pool.release(a);
     assert.throws(() => pool.release(a), RingReduceError);
   });
+
+  it('allocates with the given function: shared memory for the caller thread', () => {
+    const pool = new BufferPool<SharedArrayBuffer>(1 << 20, (bytes) => new SharedArrayBuffer(bytes));
+    const a = pool.acquire(5000);
+    assert.ok(a instanceof SharedArrayBuffer);
+    assert.equal(a.byteLength, 8192);
+    pool.release(a);
+    assert.equal(pool.acquire(6000), a);
+    assert.equal(pool.allocations, 1);
+  });
 });
