@@ -8,6 +8,11 @@
  * returns, so applyGradients() uses ringreduce's synchronous allreduce (it blocks this thread
  * only while the engine worker runs the ring). Custom training loops can use minimizeAsync()
  * or applyGradientsAsync() and keep the event loop free during the exchange.
+ *
+ * The fused buffer is shared memory kept from step to step and reduced in place: no copy into
+ * the engine's memory, and no fresh memory per step, whose first touch costs more than the
+ * copy here (page faults at 0.28 GB/s). The reduced gradients made from it are disposed before
+ * the step returns, so the next step may overwrite it.
  */
 import * as tf from '@tensorflow/tfjs';
 import { InvalidArgumentError } from '../../index.js';
@@ -42,6 +47,9 @@ export class DistributedOptimizer extends tf.Optimizer {
   private readonly collectives: Collectives;
   private readonly name: string;
   private readonly op: 'average' | 'sum';
+  /** The fused gradients' buffer, reused by the next step unless a step still holds it. */
+  private flat: Float32Array | undefined;
+  private flatInUse = false;
 
   constructor(optimizer: tf.Optimizer, options: DistributedOptimizerOptions = {}) {
     super();
@@ -66,8 +74,13 @@ export class DistributedOptimizer extends tf.Optimizer {
       return;
     }
     const bundle = new GradientBundle(variableGradients);
-    const reduced = this.collectives.allreduceSync(bundle.packSync(), { name: this.name, op: this.op });
-    this.applyReduced(bundle, reduced);
+    const flat = this.takeFlat(bundle.layout.total);
+    try {
+      this.collectives.allreduceSync(bundle.packSync(flat), { name: this.name, op: this.op, out: flat });
+      this.applyReduced(bundle, flat);
+    } finally {
+      this.giveFlat(flat);
+    }
   }
 
   /** applyGradients without blocking the thread during the exchange. */
@@ -77,8 +90,25 @@ export class DistributedOptimizer extends tf.Optimizer {
       return;
     }
     const bundle = new GradientBundle(variableGradients);
-    const reduced = await this.collectives.allreduce(await bundle.pack(), { name: this.name, op: this.op });
-    this.applyReduced(bundle, reduced);
+    const flat = this.takeFlat(bundle.layout.total);
+    try {
+      await this.collectives.allreduce(await bundle.pack(flat), { name: this.name, op: this.op, out: flat });
+      this.applyReduced(bundle, flat);
+    } finally {
+      this.giveFlat(flat);
+    }
+  }
+
+  /** The kept buffer when it is free and of the right length, else a new one (kept from now on). */
+  private takeFlat(length: number): Float32Array {
+    if (this.flatInUse) return new Float32Array(new SharedArrayBuffer(length * 4));
+    if (this.flat?.length !== length) this.flat = new Float32Array(new SharedArrayBuffer(length * 4));
+    this.flatInUse = true;
+    return this.flat;
+  }
+
+  private giveFlat(flat: Float32Array): void {
+    if (flat === this.flat) this.flatInUse = false;
   }
 
   /**

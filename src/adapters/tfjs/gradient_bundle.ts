@@ -40,18 +40,18 @@ export class GradientBundle {
     this.layout = new FlatLayout(this.present.map((t) => t.size));
   }
 
-  /** The gradients packed into one new buffer (synchronous reads). */
-  packSync(): Float32Array {
+  /** The gradients packed into `into` (`layout.total` elements; default a new buffer), synchronous reads. */
+  packSync(into: Float32Array<ArrayBufferLike> = new Float32Array(this.layout.total)): Float32Array<ArrayBufferLike> {
     return this.layout.pack(
       this.present.map((t) => t.dataSync() as Float32Array),
-      new Float32Array(this.layout.total),
+      into,
     );
   }
 
-  /** The gradients packed into one new buffer. */
-  async pack(): Promise<Float32Array> {
+  /** The gradients packed into `into` (`layout.total` elements; default a new buffer). */
+  async pack(into: Float32Array<ArrayBufferLike> = new Float32Array(this.layout.total)): Promise<Float32Array<ArrayBufferLike>> {
     const parts = await Promise.all(this.present.map((t) => t.data() as Promise<Float32Array>));
-    return this.layout.pack(parts, new Float32Array(this.layout.total));
+    return this.layout.pack(parts, into);
   }
 
   /** New gradient tensors holding `flat`'s values, in the same form (array or map) as the input. */
