@@ -111,6 +111,31 @@ describe('TcpTransport', () => {
     await world.close();
   });
 
+  it('reuses the staging memory of messages already received, without mixing their bytes', kTestTimeout, async () => {
+    const world = await makeWorld(2);
+    try {
+      const [a, b] = world.transports as [(typeof world.transports)[0], (typeof world.transports)[0]];
+      let arrived: () => void = () => {};
+      b.onControl(() => arrived());
+      // Rounds of large messages that all arrive before their recvs (so all are staged); each
+      // round's recvs free staging that the next round takes again.
+      for (let round = 0; round < 4; round++) {
+        const sizes = [96 * 1024, 300 * 1024, 70 * 1024 + round];
+        const sent = sizes.map((size, i) => pattern(size, 10 * round + i));
+        await Promise.all(sent.map((data, i) => a.send(1, i, data)));
+        await fence(a, new Promise((r) => (arrived = r)), 1);
+        for (const [i, data] of sent.entries()) {
+          const into = new Uint8Array(data.byteLength);
+          await b.recv(0, i, into);
+          assert.ok(equalBytes(into, data), `round ${round}, message ${i}`);
+        }
+      }
+      assert.equal(b.stats().zeroCopyBytes, 0, 'every message was staged');
+    } finally {
+      await world.close();
+    }
+  });
+
   it('handles zero-length and many small messages in order', kTestTimeout, async () => {
     const world = await makeWorld(2);
     const [a, b] = world.transports as [(typeof world.transports)[0], (typeof world.transports)[0]];

@@ -39,6 +39,7 @@
  */
 
 import type net from 'node:net';
+import { BufferPool } from '../../algorithms/buffer_pool.js';
 import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../api/errors.js';
 import type { PeerLink } from '../../rendezvous/mesh.js';
 import { ControlInbox } from '../control_inbox.js';
@@ -103,6 +104,8 @@ interface Peer {
   credits: number[];
 }
 
+/** Free staging memory kept for reuse, across all peers. */
+const kStagingRetainBytes = 64 * 1024 * 1024;
 /** How long the receive side may keep delivering after the send side of a peer broke. */
 const kDrainGraceMs = 1000;
 /** Shortest idle time before the kernel probes a connection (TCP keepalive works in seconds). */
@@ -125,6 +128,8 @@ export class TcpTransport implements Transport {
   /** The engine has collectives pending (setActive). */
   private active = false;
   private readonly sharedMemory: ShmLaneOptions | undefined;
+  /** Staging of large messages that arrive before their recv, reused (receiver.ts). */
+  private readonly stagingPool = new BufferPool(kStagingRetainBytes);
 
   constructor(
     readonly rank: number,
@@ -283,6 +288,7 @@ export class TcpTransport implements Transport {
         onControl: (payload) => this.controlInbox.deliver(link.peer, payload),
         onLink: (message, payload) => this.onLink(link.peer, message, payload),
         onViolation: (error) => fail(`sent a malformed frame: ${error.message}`),
+        stagingPool: this.stagingPool,
         shared: () => {
           const inbox = p.inbox;
           return inbox === null
