@@ -6,7 +6,8 @@
 #   REPS=1 RANKS="2" SIZES="4 1024 16384" bash bench/compare_peers.sh
 #
 # Needs the peers installed (see ../shared/bench/README.md). Prints one markdown table of mean
-# time per call (median over repetitions) and ringreduce's ratio to the best peer; raw results
+# time per call (best of the repetitions) and ringreduce's ratio to the best peer, for the API's
+# default (input copied) and in place (`out` = the tensor, as torch.distributed); raw results
 # stay in $OUT. Figures only compare within one run: the absolute numbers move with the load.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +25,10 @@ for rep in $(seq 1 "$REPS"); do
     echo "[$(date +%H:%M:%S)] ringreduce np$np rep$rep" >&2
     node "$ROOT/dist/bench/main.js" --op allreduce --sizes "$RR_SIZES" --ranks "$np" \
       --json "$OUT/ringreduce-np$np.rep$rep.json" > "$OUT/ringreduce-np$np.rep$rep.txt" 2>&1 || echo "ringreduce np$np failed" >&2
+    # In place, as torch.distributed's all_reduce works (and MPI's benchmark reads its input
+    # without copying it): the same collective without the API's input copy.
+    node "$ROOT/dist/bench/main.js" --op allreduce --sizes "$RR_SIZES" --ranks "$np" --in-place \
+      --json "$OUT/ringreduce-inplace-np$np.rep$rep.json" > "$OUT/ringreduce-inplace-np$np.rep$rep.txt" 2>&1 || echo "ringreduce in place np$np failed" >&2
   done
 done
 node "$ROOT/dist/bench/compare_table.js" "$OUT"

@@ -24,6 +24,9 @@ function add(name: string, bytes: number, us: number): void {
   s.set(bytes, list);
 }
 
+/** ringreduce run in place (bench --in-place): the same collective without the input copy. */
+const kInPlace = 'ringreduce in place';
+
 const kPeerNames: Record<string, string> = {
   'mpi-allreduce-shm': 'OpenMPI shm',
   'mpi-allreduce-tcp': 'OpenMPI TCP',
@@ -52,14 +55,15 @@ for (const entry of readdirSync(root)) {
     readPeers(path);
     if (existsSync(join(path, 'quiet.log'))) idle.push(...readFileSync(join(path, 'quiet.log'), 'utf8').trim().split('\n'));
   }
-  const rr = /^ringreduce-np(\d+)\.rep\d+\.json$/.exec(entry);
+  const rr = /^ringreduce(-inplace)?-np(\d+)\.rep\d+\.json$/.exec(entry);
   if (rr) {
     const report = JSON.parse(readFileSync(path, 'utf8')) as {
       rows: { bytes: number; timeUs: number }[];
       machine: { before: string };
     };
-    for (const row of report.rows) add(`np${rr[1]} ringreduce`, row.bytes, row.timeUs);
-    idle.push(`ringreduce np${rr[1]}: ${report.machine.before}`);
+    const label = `np${rr[2]} ${rr[1] ? kInPlace : 'ringreduce'}`;
+    for (const row of report.rows) add(label, row.bytes, row.timeUs);
+    idle.push(`${label}: ${report.machine.before}`);
   }
 }
 
@@ -77,15 +81,17 @@ for (const name of [...series.keys()].sort()) {
   console.log(`| ${name} | ${sizes.map((b) => (s.has(b) ? fmtTime(median(s.get(b) as number[]), b) : '-')).join(' | ')} |`);
 }
 for (const np of [...new Set([...series.keys()].map((n) => n.split(' ')[0]))]) {
-  const rr = series.get(`${np} ringreduce`);
-  if (!rr) continue;
-  const ratios = sizes.map((b) => {
-    const peers = ['OpenMPI TCP', 'Gloo TCP'].map((p) => series.get(`${np} ${p}`)?.get(b)).filter((v): v is number[] => !!v);
-    const mine = rr.get(b);
-    if (!mine || peers.length === 0) return '-';
-    return `${(median(mine) / Math.min(...peers.map(median))).toFixed(2)}×`;
-  });
-  console.log(`| ${np} ringreduce ÷ best TCP peer | ${ratios.join(' | ')} |`);
+  for (const variant of ['ringreduce', kInPlace]) {
+    const rr = series.get(`${np} ${variant}`);
+    if (!rr) continue;
+    const ratios = sizes.map((b) => {
+      const peers = ['OpenMPI TCP', 'Gloo TCP'].map((p) => series.get(`${np} ${p}`)?.get(b)).filter((v): v is number[] => !!v);
+      const mine = rr.get(b);
+      if (!mine || peers.length === 0) return '-';
+      return `${(median(mine) / Math.min(...peers.map(median))).toFixed(2)}×`;
+    });
+    console.log(`| ${np} ${variant} ÷ best TCP peer | ${ratios.join(' | ')} |`);
+  }
 }
 console.log(
   `\n${useMedian ? 'median' : 'best'} of the repetitions; algbw in GB/s for 1 MiB and up (bytes / time). Machine state before each run:\n${idle.map((l) => `    ${l}`).join('\n')}`,
