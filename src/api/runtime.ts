@@ -68,8 +68,11 @@ interface Prepared {
   finish: (completion: Completion) => unknown;
 }
 
-/** Allgather input copies kept for reuse, at most (in free buffers). */
-const kStagingRetainBytes = 64 * 1024 * 1024;
+/**
+ * Allgather input copies kept for reuse, at most (in free buffers): enough for the input of a
+ * 512 MiB allgather on 2 ranks. What is kept stays resident, like the caller's own tensors.
+ */
+const kStagingRetainBytes = 256 * 1024 * 1024;
 
 export class RingReduce {
   private readonly unnamedCounters: Record<CollectiveOp, number> = {
