@@ -28,6 +28,19 @@ export interface Completion {
   shape?: number[];
 }
 
+/** One collective handed to the engine. */
+export interface Call {
+  request: Request;
+  /** What the engine works on (see Submission.buffer). */
+  buffer: TypedArray | undefined;
+  /** Allgather with option 'out': where the result goes. */
+  output?: TypedArray;
+  /** `buffer` is fresh memory the engine may help free once done (see Submission.fresh). */
+  fresh?: boolean;
+  /** Runs once the engine no longer uses `buffer` (before the call settles). */
+  released?: () => void;
+}
+
 interface PendingCall {
   resolve: (completion: Completion) => void;
   reject: (error: Error) => void;
@@ -77,12 +90,10 @@ export class EngineClient {
     return client;
   }
 
-  /**
-   * Submits a request; the promise settles when every rank has run it (or it failed).
-   * `released` runs once the engine no longer uses `buffer` (before the promise settles).
-   */
-  submit(request: Request, buffer: TypedArray | undefined, output?: TypedArray, released?: () => void): Promise<Completion> {
-    const id = this.postOrRelease(request, buffer, output, released);
+  /** Submits a call; the promise settles when every rank has run it (or it failed). */
+  submit(call: Call): Promise<Completion> {
+    const id = this.postOrRelease(call);
+    const released = call.released;
     return new Promise<Completion>((resolve, reject) => {
       this.pending.set(id, released ? { resolve, reject, released } : { resolve, reject });
       this.updateRefs();
@@ -90,12 +101,13 @@ export class EngineClient {
   }
 
   /**
-   * Submits a request and blocks this thread until it settles. Throws what `submit` would reject
-   * with. `released` as for submit; it never runs when this thread gives up waiting (the engine
-   * may still use the buffer then).
+   * Submits a call and blocks this thread until it settles. Throws what `submit` would reject
+   * with. `released` never runs when this thread gives up waiting (the engine may still use the
+   * buffer then).
    */
-  submitSync(request: Request, buffer: TypedArray | undefined, output?: TypedArray, released?: () => void): Completion {
-    const id = this.postOrRelease(request, buffer, output, released);
+  submitSync(call: Call): Completion {
+    const { request, released } = call;
+    const id = this.postOrRelease(call);
     // This thread blocks now: everything submitted so far must reach the engine first.
     this.endBurst();
     let result: { ok: true; value: Completion } | { ok: false; error: Error } | undefined;
@@ -139,16 +151,11 @@ export class EngineClient {
   }
 
   /** post(), and a submission refused there never reached the engine: its memory is released at once. */
-  private postOrRelease(
-    request: Request,
-    buffer: TypedArray | undefined,
-    output: TypedArray | undefined,
-    released: (() => void) | undefined,
-  ): number {
+  private postOrRelease(call: Call): number {
     try {
-      return this.post(request, buffer, output);
+      return this.post(call);
     } catch (error) {
-      released?.();
+      call.released?.();
       throw error;
     }
   }
@@ -162,10 +169,12 @@ export class EngineClient {
    * costs 4-10 us). While the burst lasts, a shared flag tells the engine that the rest is
    * coming, so it reports the first call together with them (engine/burst_gate.ts).
    */
-  private post(request: Request, buffer: TypedArray | undefined, output: TypedArray | undefined): number {
+  private post({ request, buffer, output, fresh }: Call): number {
     if (this.closed) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
     const id = this.nextId++;
-    const submission: Submission = output ? { id, request, buffer, output } : { id, request, buffer };
+    const submission: Submission = { id, request, buffer };
+    if (output) submission.output = output;
+    if (fresh) submission.fresh = true;
     if (this.inBurst) {
       if (this.burst.length === 0) Atomics.store(this.signal, kSignalBurst, 1);
       this.burst.push(submission);

@@ -7,7 +7,7 @@ import { BufferPool } from '../algorithms/buffer_pool.js';
 import type { Request } from '../engine/messages.js';
 import { type Config, type InitOptions, resolveConfig } from './config.js';
 import { allocShared, bytesPerElement, viewOf } from './dtypes.js';
-import { type Completion, EngineClient } from './engine_client.js';
+import { type Call, type Completion, EngineClient } from './engine_client.js';
 import { InvalidArgumentError, ShutdownError } from './errors.js';
 import { SharedMemoryReclaimer } from './shared_memory_reclaimer.js';
 import {
@@ -65,6 +65,8 @@ interface Prepared {
   output?: TypedArray;
   /** Pooled memory `buffer` views (allgather's input copy), returned to the pool once the call settles. */
   staging?: SharedArrayBuffer;
+  /** `buffer` is a fresh output (no `out` given). */
+  fresh?: boolean;
   finish: (completion: Completion) => unknown;
 }
 
@@ -82,8 +84,11 @@ export class RingReduce {
     barrier: 0,
   };
   private readonly inFlight = new Set<string>();
-  /** Fresh outputs are SharedArrayBuffers, which V8 is slow to free: see shared_memory_reclaimer.ts. */
-  private readonly reclaimer = new SharedMemoryReclaimer();
+  /**
+   * Fresh outputs are SharedArrayBuffers, which V8 is slow to free: see shared_memory_reclaimer.ts.
+   * Adaptive: a loop of large fresh outputs gets its old ones freed, and reused by malloc, soon.
+   */
+  private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true });
   /**
    * Memory for allgather's input copy (the engine needs it shared, and the output's layout is
    * only known after negotiation), reused: fresh memory costs its page faults at first touch,
@@ -185,9 +190,12 @@ export class RingReduce {
     const o = checkOptions(options, ['name', 'op', 'out']);
     const t = parseTensor(tensor);
     const reduceOp = parseReduceOp(o.op, t.dtype);
-    const output = parseOut(o.out, t) ?? this.fresh(t);
+    const out = parseOut(o.out, t);
+    const output = out ?? this.fresh(t);
     if (output !== t.data) output.set(t.data as never);
-    return this.prepared('allreduce', parseName(o.name), t, reduceOp, -1, output);
+    const prepared = this.prepared('allreduce', parseName(o.name), t, reduceOp, -1, output);
+    if (!out) prepared.fresh = true;
+    return prepared;
   }
 
   private prepareAllgather(tensor: unknown, options: unknown): Prepared {
@@ -210,9 +218,12 @@ export class RingReduce {
     const o = checkOptions(options, ['name', 'root', 'out']);
     const t = parseTensor(tensor);
     const root = parseRoot(o.root, this.config.size);
-    const output = parseOut(o.out, t) ?? this.fresh(t);
+    const out = parseOut(o.out, t);
+    const output = out ?? this.fresh(t);
     if (root === this.config.rank && output !== t.data) output.set(t.data as never);
-    return this.prepared('broadcast', parseName(o.name), t, 'sum', root, output);
+    const prepared = this.prepared('broadcast', parseName(o.name), t, 'sum', root, output);
+    if (!out) prepared.fresh = true;
+    return prepared;
   }
 
   /** Fresh shared memory for the engine to work on; counted so that it is freed in time. */
@@ -269,7 +280,7 @@ export class RingReduce {
   private async run(prepared: Prepared): Promise<unknown> {
     const released = this.claim(prepared);
     try {
-      return prepared.finish(await this.engine.submit(prepared.request, prepared.buffer, prepared.output, released));
+      return prepared.finish(await this.engine.submit(this.callOf(prepared, released)));
     } finally {
       this.inFlight.delete(prepared.request.name);
     }
@@ -278,10 +289,18 @@ export class RingReduce {
   private runSync(prepared: Prepared): unknown {
     const released = this.claim(prepared);
     try {
-      return prepared.finish(this.engine.submitSync(prepared.request, prepared.buffer, prepared.output, released));
+      return prepared.finish(this.engine.submitSync(this.callOf(prepared, released)));
     } finally {
       this.inFlight.delete(prepared.request.name);
     }
+  }
+
+  private callOf(prepared: Prepared, released: (() => void) | undefined): Call {
+    const call: Call = { request: prepared.request, buffer: prepared.buffer };
+    if (prepared.output) call.output = prepared.output;
+    if (prepared.fresh) call.fresh = true;
+    if (released) call.released = released;
+    return call;
   }
 
   /**

@@ -16,7 +16,7 @@ import { runInNewContext } from 'node:vm';
 /** Let go of this much shared memory before collecting. */
 export const kDefaultReclaimBytes = 256 * 1024 * 1024;
 
-type Collect = (options?: { type: 'minor' | 'major' }) => void;
+export type Collect = (options?: { type: 'minor' | 'major' }) => void;
 
 let collector: Collect | undefined | null = null;
 
@@ -32,19 +32,51 @@ function loadCollector(): Collect | undefined {
   }
 }
 
+/** An adaptive reclaimer collects after at least this much, and after twice its largest buffer. */
+export const kMinReclaimBytes = 32 * 1024 * 1024;
+
+export interface ReclaimerOptions {
+  /** Collect after at most this many bytes let go of. Default kDefaultReclaimBytes. */
+  thresholdBytes?: number;
+  /**
+   * Collect sooner for large buffers: after twice the largest one let go of since the last
+   * collection (at least kMinReclaimBytes), so that a loop allocating them gets its old ones
+   * back before it allocates many more (see "Fresh memory" in docs/performance.md).
+   */
+  adaptive?: boolean;
+  /** The collector (tests); default V8's, exposed to a new context only. */
+  collect?: Collect;
+}
+
 export class SharedMemoryReclaimer {
   private released = 0;
+  private largest = 0;
   private scheduled = false;
+  private readonly thresholdBytes: number;
+  private readonly adaptive: boolean;
+  private readonly collectWith: Collect | undefined;
 
-  constructor(private readonly thresholdBytes = kDefaultReclaimBytes) {}
+  constructor(options: ReclaimerOptions = {}) {
+    this.thresholdBytes = options.thresholdBytes ?? kDefaultReclaimBytes;
+    this.adaptive = options.adaptive ?? false;
+    this.collectWith = options.collect;
+  }
+
+  /** Bytes let go of after which the next collection runs. */
+  get threshold(): number {
+    if (!this.adaptive) return this.thresholdBytes;
+    return Math.min(this.thresholdBytes, Math.max(kMinReclaimBytes, 2 * this.largest));
+  }
 
   /** This thread let go of (or allocated a short-lived) `bytes` of shared memory. */
   release(bytes: number): void {
     this.released += bytes;
-    if (this.released < this.thresholdBytes || this.scheduled) return;
+    this.largest = Math.max(this.largest, bytes);
+    if (this.released < this.threshold || this.scheduled) return;
     this.released = 0;
-    if (collector === null) collector = loadCollector();
-    const collect = collector;
+    this.largest = 0;
+    if (this.collectWith === undefined && collector === null) collector = loadCollector();
+    const collect = this.collectWith ?? collector;
     if (!collect) return;
     // Outside the call stack that still holds the latest handles.
     this.scheduled = true;

@@ -80,7 +80,8 @@ export class Engine {
   private answerTimer: NodeJS.Timeout | undefined;
   /** Rank 0: what it will publish next (the coordinator's responses, cache evictions). */
   private readonly undecided: { responses: Response[]; evict: number[] } = { responses: [], evict: [] };
-  private readonly reclaimer = new SharedMemoryReclaimer();
+  /** Collects this thread's handles of fresh memory it is done with (see SharedMemoryReclaimer). */
+  private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true });
   /** Collectives submitted and not yet settled; while any are, the transport watches the peers. */
   private readonly unsettled = new Set<number>();
   private leaving = false;
@@ -133,12 +134,13 @@ export class Engine {
     transport.onPeerFailure((peer, error) => this.onPeerFailure(peer, error));
   }
 
-  enqueue(id: number, request: Request, buffer: Entry['buffer'], output?: Entry['output']): void {
+  enqueue(id: number, request: Request, buffer: Entry['buffer'], output?: Entry['output'], fresh = false): void {
     if (this.failure || this.closing) {
       this.post({ type: 'failed', id, error: toErrorRecord(this.failure ?? new ShutdownError('ringreduce is shutting down')) });
       return;
     }
     const entry: Entry = output ? { id, request, buffer, output } : { id, request, buffer };
+    if (fresh) entry.fresh = true;
     if (this.timeline) entry.queuedUs = this.timeline.now();
     this.queue.add(entry);
     this.unsettled.add(id);
@@ -331,7 +333,7 @@ export class Engine {
     reduceInRankOrder(buffers, entry.buffer, request.reduceOp, this.kernels);
     this.timeline?.phase(request.name, 'REDUCE', t, { elements: entry.buffer.length });
     this.post({ type: 'done', id: entry.id });
-    this.reclaimer.release(entry.buffer.byteLength);
+    if (entry.fresh) this.reclaimer.release(entry.buffer.byteLength);
   }
 
   /** Rank 0: publishes the coordinator's responses (and any pending evictions) to every rank. */
@@ -538,7 +540,9 @@ export class Engine {
       const results = await this.executor.execute(response, entries);
       for (const [i, entry] of entries.entries()) {
         this.post({ type: 'done', id: entry.id, ...results[i] });
-        this.reclaimer.release((entry.buffer?.byteLength ?? 0) + (results[i]?.output?.byteLength ?? 0));
+        // Only fresh memory: reused buffers (`out`, pools) need no collection to come back.
+        const fresh = (entry.fresh ? (entry.buffer?.byteLength ?? 0) : 0) + (results[i]?.output?.byteLength ?? 0);
+        if (fresh > 0) this.reclaimer.release(fresh);
       }
     } catch (error) {
       for (const entry of entries) this.post({ type: 'failed', id: entry.id, error: toErrorRecord(this.failure ?? error) });

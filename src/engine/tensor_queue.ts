@@ -11,6 +11,8 @@ export interface Entry {
   buffer: TypedArray | undefined;
   /** Allgather with option 'out': the caller's output. */
   output?: TypedArray | undefined;
+  /** `buffer` is fresh memory (Submission.fresh). */
+  fresh?: boolean;
   /** Timeline only: when the entry was queued, reported to rank 0, and agreed (µs). */
   queuedUs?: number;
   reportedUs?: number;

@@ -94,7 +94,7 @@ async function main(): Promise<void> {
     return;
   }
   const enqueue = (message: ToEngine & { type: 'enqueue' }) => {
-    for (const { id, request, buffer, output } of message.submissions) engine.enqueue(id, request, buffer, output);
+    for (const { id, request, buffer, output, fresh } of message.submissions) engine.enqueue(id, request, buffer, output, fresh);
   };
   // The submissions a burst posted before lowering its flag are queued on the port already.
   const drainSubmissions = () => {

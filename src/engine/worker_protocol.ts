@@ -29,6 +29,11 @@ export interface Submission {
   buffer: TypedArray | undefined;
   /** Allgather with option 'out': where the result goes (the engine allocates it otherwise). */
   output?: TypedArray;
+  /**
+   * `buffer` is fresh memory (an output allocated for this call): once done, the engine counts
+   * it towards collecting its handles, so the memory is freed, and reused, soon.
+   */
+  fresh?: true;
 }
 
 /** Caller → engine. Submissions made in one synchronous burst travel as one message. */

@@ -131,6 +131,23 @@ export function settingsEnv(settings: EngineSettings): Record<string, string> {
   return env;
 }
 
+/**
+ * glibc malloc settings ringrun gives its ranks, unless the user set either: keep freed memory
+ * for reuse (large blocks from the heap, no trimming) instead of returning it to the system.
+ * A loop of collectives with fresh outputs then gets recycled memory, not new pages, whose first
+ * touch costs 14-35 µs per 4 KiB page on the VMs measured (docs/performance.md, "Fresh memory").
+ * Other C libraries ignore them.
+ */
+export const kAllocatorEnv: Readonly<Record<string, string>> = {
+  MALLOC_MMAP_THRESHOLD_: String(1024 * 1024 * 1024),
+  MALLOC_TRIM_THRESHOLD_: String(4 * 1024 * 1024 * 1024),
+};
+
+export function allocatorEnv(base: NodeJS.ProcessEnv): Record<string, string> {
+  if (Object.keys(kAllocatorEnv).some((name) => base[name] !== undefined)) return {};
+  return { ...kAllocatorEnv };
+}
+
 /** The full environment of one rank: the base environment with the contract written over it. */
 export function rankEnv(base: NodeJS.ProcessEnv, job: JobContract, placement: RankPlacement): NodeJS.ProcessEnv {
   return { ...base, ...contractEnv(job, placement) };

@@ -12,7 +12,15 @@ import { hostname } from 'node:os';
 import { InvalidArgumentError } from '../api/errors.js';
 import { interfaceAddress } from '../rendezvous/addresses.js';
 import type { LaunchConfig } from './cli.js';
-import { contractEnv, formatHostPort, type JobContract, kLocalAddress, newJobId, newSecret } from './env_contract.js';
+import {
+  allocatorEnv,
+  contractEnv,
+  formatHostPort,
+  type JobContract,
+  kLocalAddress,
+  newJobId,
+  newSecret,
+} from './env_contract.js';
 import { failureReport, notStartedReport, signalExitCode } from './failure_report.js';
 import { findFreePort } from './free_port.js';
 import { isLocalHost } from './hosts.js';
@@ -45,7 +53,7 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
   let extraEnv: Record<string, string>;
   try {
     placed = config.hosts === undefined ? localRanks(config.np) : placeRanks(config.np, config.hosts, isLocalHost);
-    extraEnv = forwardedEnv(config, io.env);
+    extraEnv = { ...allocatorEnv(io.env), ...forwardedEnv(config, io.env) };
   } catch (error) {
     if (!(error instanceof InvalidArgumentError)) throw error;
     io.log(error.message);

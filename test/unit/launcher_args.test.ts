@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidArgumentError } from '../../src/api/errors.js';
 import { type LaunchConfig, normaliseArgv, parseArgs } from '../../src/launcher/cli.js';
-import { contractEnv, localPlacements } from '../../src/launcher/env_contract.js';
+import { allocatorEnv, contractEnv, kAllocatorEnv, localPlacements } from '../../src/launcher/env_contract.js';
 
 function launch(...argv: string[]): LaunchConfig {
   const parsed = parseArgs(argv);
@@ -166,5 +166,12 @@ describe('the environment a rank gets', () => {
       RINGREDUCE_JOB_ID: 'abc',
       RINGREDUCE_STALL_TIMEOUT_MS: '5000',
     });
+  });
+
+  it('keeps glibc from returning freed memory, unless the user chose allocator settings', () => {
+    assert.deepEqual(allocatorEnv({}), { MALLOC_MMAP_THRESHOLD_: '1073741824', MALLOC_TRIM_THRESHOLD_: '4294967296' });
+    assert.deepEqual(allocatorEnv({ MALLOC_TRIM_THRESHOLD_: '0' }), {});
+    assert.deepEqual(allocatorEnv({ MALLOC_MMAP_THRESHOLD_: '65536' }), {});
+    assert.deepEqual(Object.keys(kAllocatorEnv).sort(), ['MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_']);
   });
 });
