@@ -120,7 +120,8 @@ for (const size of [1, 2, 3, 4, 5]) {
           ),
         );
         const expected = inputs.flatMap((input) => [...input]);
-        results.forEach((result, rank) => assert.deepEqual([...result.data], expected, `step ${step}, rank ${rank}`));
+        for (const [rank, result] of results.entries())
+          assert.deepEqual([...result.data], expected, `step ${step}, rank ${rank}`);
       }
     });
 
