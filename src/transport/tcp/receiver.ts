@@ -36,9 +36,9 @@ import {
   kKindData,
   kKindLink,
   kKindSharedData,
-  readU32,
 } from './framing.js';
 import { Fifo, type PendingOp } from './pending_op.js';
+import { decodeDescriptor } from './shm_lane.js';
 
 const kStageBytes = 64 * 1024;
 /** Staging buffers from this size up come from the pool (see ReceiverHooks.stagingPool). */
@@ -330,8 +330,7 @@ export class PeerReceiver implements ReadSink {
   private landShared(tag: number, descriptor: Uint8Array): void {
     const lane = this.hooks.shared?.();
     if (lane === undefined) throw new ProtocolError('shared data frame on a link without a shared-memory lane');
-    const slot = readU32(descriptor, 0);
-    const length = readU32(descriptor, 4);
+    const { slot, length } = decodeDescriptor(descriptor);
     if (length > this.hooks.limits.maxFrameBytes) {
       throw new ProtocolError(
         `shared data message of ${length} bytes (tag ${tag}) exceeds the limit of ${this.hooks.limits.maxFrameBytes}`,
