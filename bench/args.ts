@@ -3,8 +3,8 @@
  * values can be checked in one place and named in errors.
  */
 import { Command, InvalidArgumentError } from 'commander';
-import { kDTypes } from '../src/api/dtypes.js';
-import type { DType } from '../src/api/types.js';
+import { kDTypes } from '../src/core/dtypes.js';
+import type { DType } from '../src/core/types.js';
 import { type BenchOp, kBenchOps } from './spec.js';
 
 export interface BenchArgs {

@@ -90,7 +90,7 @@ async function apiCollective(): Promise<Collective> {
 }
 
 async function transportCollective(): Promise<Collective> {
-  const { resolveConfig } = await import('../src/api/config.js');
+  const { resolveConfig } = await import('../src/core/config.js');
   const { createMpiTransport } = await import('../src/transport/mpi/index.js');
   const handle = await createMpiTransport(resolveConfig({ backend: 'mpi' }));
   const { native, rank, size } = handle.transport;

@@ -2,8 +2,8 @@
  * Input patterns whose collective results are exact in every dtype (small integers), so a rank
  * can check its output element by element.
  */
-import { constructorOf } from '../src/api/dtypes.js';
-import type { DType, TypedArray } from '../src/api/types.js';
+import { constructorOf } from '../src/core/dtypes.js';
+import type { DType, TypedArray } from '../src/core/types.js';
 import type { BenchOp } from './spec.js';
 
 const kPeriod = 7;

@@ -8,9 +8,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { allocShared, bytesPerElement } from '../src/api/dtypes.js';
 import { RingReduce } from '../src/api/runtime.js';
-import type { TypedArray } from '../src/api/types.js';
+import { allocShared, bytesPerElement } from '../src/core/dtypes.js';
+import type { TypedArray } from '../src/core/types.js';
 import { checkOutput, makeInput } from './patterns.js';
 import { autoIterations, type BenchOp, type BenchReport, type BenchRow, type BenchSpec } from './spec.js';
 

@@ -10,8 +10,8 @@
 import { performance } from 'node:perf_hooks';
 import { type ElementwiseOp, type KernelSelector, selectKernel } from '../src/algorithms/reduce.js';
 import { createWasmKernels } from '../src/algorithms/reduce_wasm.js';
-import { constructorOf } from '../src/api/dtypes.js';
-import type { DType } from '../src/api/types.js';
+import { constructorOf } from '../src/core/dtypes.js';
+import type { DType } from '../src/core/types.js';
 
 const kSegmentBytes = 256 * 1024;
 const kCases: [DType, ElementwiseOp][] = [

@@ -3,7 +3,7 @@
  * Sizes follow nccl-tests: the size of a row is the bytes of the collective's whole buffer
  * (allgather: the gathered output, each rank contributing size / N).
  */
-import type { DType } from '../src/api/types.js';
+import type { DType } from '../src/core/types.js';
 
 export type BenchOp = 'allreduce' | 'allgather' | 'broadcast';
 export const kBenchOps: readonly BenchOp[] = ['allreduce', 'allgather', 'broadcast'];

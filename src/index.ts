@@ -1,6 +1,5 @@
 /** ringreduce: collective communication and data-parallel training for Node.js. */
 
-export type { Config, InitOptions } from './api/config.js';
 export {
   allgather,
   allgatherSync,
@@ -22,15 +21,6 @@ export {
   size,
 } from './api/default_runtime.js';
 export {
-  InvalidArgumentError,
-  MismatchError,
-  PeerFailureError,
-  ProtocolError,
-  RingReduceError,
-  ShutdownError,
-  TimeoutError,
-} from './api/errors.js';
-export {
   type AllgatherOptions,
   type AllreduceOptions,
   type BarrierOptions,
@@ -38,4 +28,14 @@ export {
   type Result,
   RingReduce,
 } from './api/runtime.js';
-export type { DType, ReduceOp, ShapedTensor, TensorLike, TypedArray } from './api/types.js';
+export type { Config, InitOptions } from './core/config.js';
+export {
+  InvalidArgumentError,
+  MismatchError,
+  PeerFailureError,
+  ProtocolError,
+  RingReduceError,
+  ShutdownError,
+  TimeoutError,
+} from './core/errors.js';
+export type { DType, ReduceOp, ShapedTensor, TensorLike, TypedArray } from './core/types.js';

@@ -3,7 +3,7 @@
  * most `latencyMaxBytes`, the pipelined ring (least bytes per rank) above. Every rank sees the
  * same length and options, so every rank picks the same algorithm.
  */
-import type { ReduceOp, TypedArray } from '../api/types.js';
+import type { ReduceOp, TypedArray } from '../core/types.js';
 import type { Transport } from '../transport/transport.js';
 import { type AlgorithmOptions, resolveOptions } from './options.js';
 import { recursiveDoublingAllreduce } from './recursive_doubling.js';

@@ -14,8 +14,8 @@
  * chain's N - 1 sequential hops of a single segment would only add latency; anything larger
  * goes by chain. Both sides of every link decide from the same length and options.
  */
-import { InvalidArgumentError } from '../api/errors.js';
-import type { TypedArray } from '../api/types.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import type { TypedArray } from '../core/types.js';
 import { bytesOf, type Transport } from '../transport/transport.js';
 import { type AlgorithmOptions, resolveOptions } from './options.js';
 import { type PipelinePlan, runPipeline } from './pipeline.js';

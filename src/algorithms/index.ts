@@ -1,8 +1,8 @@
 /** The algorithm layer: pure functions of (transport, buffer, options). */
 
+export { BufferPool, kDefaultMaxRetainedBytes } from '../core/buffer_pool.js';
 export { allreduce } from './allreduce.js';
 export { broadcast } from './broadcast.js';
-export { BufferPool, kDefaultMaxRetainedBytes } from './buffer_pool.js';
 export {
   type AlgorithmOptions,
   kDefaultLatencyMaxBytes,

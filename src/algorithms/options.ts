@@ -3,8 +3,9 @@
  * segmentBytes and treeMaxBytes: they decide the number and length of the messages, and a
  * receiver refuses a message whose length it did not expect.
  */
-import { InvalidArgumentError } from '../api/errors.js';
-import type { BufferPool } from './buffer_pool.js';
+
+import type { BufferPool } from '../core/buffer_pool.js';
+import { InvalidArgumentError } from '../core/errors.js';
 import { type KernelSelector, selectKernel } from './reduce.js';
 
 /** Large enough to amortise a message's fixed cost, small enough to keep every link busy. */

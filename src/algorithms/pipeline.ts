@@ -19,7 +19,7 @@
  * in flight has settled, so that when it settles no receive can still write into the caller's
  * buffer or into scratch handed back to the pool. The transport's deadlines bound that wait.
  */
-import { RingReduceError } from '../api/errors.js';
+import { RingReduceError } from '../core/errors.js';
 
 export interface PipelinePlan {
   readonly sends: number;

@@ -4,7 +4,7 @@
  * folds the same operands in the same order, so every rank gets the same bits, floats included
  * (the element-wise ops are commutative, so only the association order matters).
  */
-import type { ReduceOp, TypedArray } from '../api/types.js';
+import type { ReduceOp, TypedArray } from '../core/types.js';
 import { allreduceDType, divideInPlace, type KernelSelector } from './reduce.js';
 
 /** Writes the reduction of `buffers` (one per rank, in rank order, same length and dtype) into `into`. */

@@ -13,7 +13,7 @@
  * count is what costs: with 2 ranks this is one exchange instead of the ring's two. The executor
  * picks it below `latencyMaxBytes` (options.ts).
  */
-import type { ReduceOp, TypedArray } from '../api/types.js';
+import type { ReduceOp, TypedArray } from '../core/types.js';
 import { bytesOf, type Transport } from '../transport/transport.js';
 import { type AlgorithmOptions, resolveOptions } from './options.js';
 import { allreduceDType, divideInPlace } from './reduce.js';

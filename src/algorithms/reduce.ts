@@ -13,9 +13,9 @@
  * once per call through a KernelSelector, which is also the seam where a WebAssembly SIMD
  * implementation can replace these loops.
  */
-import { dtypeOf, isFloat } from '../api/dtypes.js';
-import { InvalidArgumentError } from '../api/errors.js';
-import type { DType, ReduceOp, TypedArray } from '../api/types.js';
+import { dtypeOf, isFloat } from '../core/dtypes.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import type { DType, ReduceOp, TypedArray } from '../core/types.js';
 
 /** The element-wise operations; 'average' is a sum finished by `divideInPlace`. */
 export type ElementwiseOp = Exclude<ReduceOp, 'average'>;

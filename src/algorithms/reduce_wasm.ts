@@ -16,7 +16,7 @@
  * are the same IEEE operations. Only a NaN's payload may differ (every rank runs the same kernel,
  * so the ranks still agree bit for bit).
  */
-import type { DType, TypedArray } from '../api/types.js';
+import type { DType, TypedArray } from '../core/types.js';
 import { type ElementwiseOp, type KernelSelector, type ReduceKernel, selectKernel } from './reduce.js';
 import { kPages, kSimdOps, type SimdKernelName, simdModuleBytes } from './wasm/simd_module.js';
 

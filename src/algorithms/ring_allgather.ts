@@ -9,8 +9,8 @@
  * are cut into segments that are forwarded as soon as they arrive (see ring_schedule.ts), so a
  * large block does not wait a whole step at every hop. Empty blocks send nothing.
  */
-import { InvalidArgumentError } from '../api/errors.js';
-import type { TypedArray } from '../api/types.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import type { TypedArray } from '../core/types.js';
 import type { Transport } from '../transport/transport.js';
 import { type AlgorithmOptions, resolveOptions } from './options.js';
 import { runRing } from './ring_schedule.js';

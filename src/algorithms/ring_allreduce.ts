@@ -12,7 +12,7 @@
  * 'average' is a sum whose owned chunk each rank divides by N before the allgather, so every
  * rank divides 1/N of the data and all ranks end up with the same bits.
  */
-import type { ReduceOp, TypedArray } from '../api/types.js';
+import type { ReduceOp, TypedArray } from '../core/types.js';
 import type { Transport } from '../transport/transport.js';
 import { type AlgorithmOptions, resolveOptions } from './options.js';
 import { allreduceDType, divideInPlace } from './reduce.js';

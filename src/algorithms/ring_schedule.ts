@@ -14,9 +14,9 @@
  * ring, from that very send having been received, so no transport can deliver them before it
  * has read the old bytes.
  */
-import { constructorOf, dtypeOf } from '../api/dtypes.js';
-import { InvalidArgumentError } from '../api/errors.js';
-import type { TypedArray } from '../api/types.js';
+import { constructorOf, dtypeOf } from '../core/dtypes.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import type { TypedArray } from '../core/types.js';
 import type { Transport } from '../transport/transport.js';
 import type { ResolvedOptions } from './options.js';
 import { type PipelinePlan, runPipeline } from './pipeline.js';

@@ -7,7 +7,7 @@
  * same inputs, which is what lets a receiver know the exact length of each message. A chunk is
  * cut again into segments of a fixed length (the last one shorter) to pipeline the transfer.
  */
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../core/errors.js';
 
 /** A division of a buffer into consecutive blocks, one per rank. */
 export interface Blocks {

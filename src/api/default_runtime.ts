@@ -3,8 +3,9 @@
  * default RingReduce instance, as Horovod's `hvd.*` do. This is the only module-level state in
  * the library, and it is only a facade: everything lives in the instance.
  */
-import type { InitOptions } from './config.js';
-import { ShutdownError } from './errors.js';
+import type { InitOptions } from '../core/config.js';
+import { ShutdownError } from '../core/errors.js';
+import type { TensorLike } from '../core/types.js';
 import {
   type AllgatherOptions,
   type AllreduceOptions,
@@ -13,7 +14,6 @@ import {
   type Result,
   RingReduce,
 } from './runtime.js';
-import type { TensorLike } from './types.js';
 
 let current: RingReduce | undefined;
 let starting: Promise<RingReduce> | undefined;

@@ -9,6 +9,9 @@
  * forgets shutdown() still exits.
  */
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
+import type { Config } from '../core/config.js';
+import { fromErrorRecord, RingReduceError, ShutdownError, TimeoutError } from '../core/errors.js';
+import type { TypedArray } from '../core/types.js';
 import type { Request } from '../engine/messages.js';
 import {
   type FromEngine,
@@ -18,10 +21,7 @@ import {
   type ToEngine,
   type WorkerInit,
 } from '../engine/worker_protocol.js';
-import type { Config } from './config.js';
-import { fromErrorRecord, RingReduceError, ShutdownError, TimeoutError } from './errors.js';
 import { waitForChange } from './spin_wait.js';
-import type { TypedArray } from './types.js';
 
 export interface Completion {
   output?: TypedArray;

@@ -3,13 +3,14 @@
  * the collectives. The module-level functions of the package use a default instance; create
  * several instances to run several ranks in one process (the tests do).
  */
-import { BufferPool } from '../algorithms/buffer_pool.js';
+import { BufferPool } from '../core/buffer_pool.js';
+import { type Config, type InitOptions, resolveConfig } from '../core/config.js';
+import { allocShared, bytesPerElement, viewOf } from '../core/dtypes.js';
+import { InvalidArgumentError, ShutdownError } from '../core/errors.js';
+import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
+import type { CollectiveOp, ReduceOp, ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
 import type { Request } from '../engine/messages.js';
-import { type Config, type InitOptions, resolveConfig } from './config.js';
-import { allocShared, bytesPerElement, viewOf } from './dtypes.js';
 import { type Call, type Completion, EngineClient } from './engine_client.js';
-import { InvalidArgumentError, ShutdownError } from './errors.js';
-import { SharedMemoryReclaimer } from './shared_memory_reclaimer.js';
 import {
   checkOptions,
   type ParsedTensor,
@@ -20,7 +21,6 @@ import {
   parseRoot,
   parseTensor,
 } from './tensor_args.js';
-import type { CollectiveOp, ReduceOp, ShapedTensor, TensorLike, TypedArray } from './types.js';
 
 export interface AllreduceOptions {
   /** Same name on every rank = same collective. Default: named by call order per op. */

@@ -2,9 +2,9 @@
  * Argument checking at the edge, done once per call: after this the engine trusts what it gets.
  * Every error names the argument and what was wrong with it.
  */
-import { dtypeOf, isFloat } from './dtypes.js';
-import { InvalidArgumentError } from './errors.js';
-import type { DType, ReduceOp, TensorLike, TypedArray } from './types.js';
+import { dtypeOf, isFloat } from '../core/dtypes.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import type { DType, ReduceOp, TensorLike, TypedArray } from '../core/types.js';
 
 export interface ParsedTensor {
   data: TypedArray;

@@ -10,9 +10,9 @@
  * can never make it read out of bounds or allocate without limit.
  */
 
-import { kDTypes } from '../api/dtypes.js';
-import { type ErrorClassName, ProtocolError } from '../api/errors.js';
-import type { CollectiveOp, DType, ReduceOp } from '../api/types.js';
+import { kDTypes } from '../core/dtypes.js';
+import { type ErrorClassName, ProtocolError } from '../core/errors.js';
+import type { CollectiveOp, DType, ReduceOp } from '../core/types.js';
 import type { ControlMessage, Request, WireResponse } from './messages.js';
 
 const kTypes = ['requests', 'responses', 'ready', 'shutdown', 'shutdown-ack'] as const;

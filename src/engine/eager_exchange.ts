@@ -21,8 +21,8 @@
  * report for r. Closing round r therefore takes, per peer, the latest buffer reported for round
  * r or earlier (a resubmission after a failure replaces a stale one) and keeps later ones.
  */
-import { bytesPerElement, constructorOf } from '../api/dtypes.js';
-import type { TypedArray } from '../api/types.js';
+import { bytesPerElement, constructorOf } from '../core/dtypes.js';
+import type { TypedArray } from '../core/types.js';
 import type { Request } from './messages.js';
 
 /**

@@ -20,9 +20,9 @@
 import { reduceInRankOrder } from '../algorithms/rank_order_reduce.js';
 import { type KernelSelector, selectKernel } from '../algorithms/reduce.js';
 import { createWasmKernels } from '../algorithms/reduce_wasm.js';
-import type { Config } from '../api/config.js';
-import { fromErrorRecord, PeerFailureError, type RingReduceError, ShutdownError, toErrorRecord } from '../api/errors.js';
-import { SharedMemoryReclaimer } from '../api/shared_memory_reclaimer.js';
+import type { Config } from '../core/config.js';
+import { fromErrorRecord, PeerFailureError, type RingReduceError, ShutdownError, toErrorRecord } from '../core/errors.js';
+import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { Logger } from '../observability/logger.js';
 import { Timeline, timelinePathFor } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';

@@ -7,14 +7,14 @@
 
 import { allreduce } from '../algorithms/allreduce.js';
 import { broadcast } from '../algorithms/broadcast.js';
-import { BufferPool } from '../algorithms/buffer_pool.js';
 import type { AlgorithmOptions } from '../algorithms/options.js';
 import type { KernelSelector } from '../algorithms/reduce.js';
 import { ringAllgather } from '../algorithms/ring_allgather.js';
-import { allocShared, bytesPerElement } from '../api/dtypes.js';
-import type { TypedArray } from '../api/types.js';
+import { BufferPool } from '../core/buffer_pool.js';
+import { allocShared, bytesPerElement } from '../core/dtypes.js';
+import type { TypedArray } from '../core/types.js';
 import type { Timeline } from '../observability/timeline.js';
-import { type NativeCollectives, nativeCollectivesOf, type Transport } from '../transport/transport.js';
+import { kMaxTag, type NativeCollectives, nativeCollectivesOf, type Transport } from '../transport/transport.js';
 import { fusedView, pack, unpack } from './fusion.js';
 import type { ExecuteResponse } from './messages.js';
 import type { Entry } from './tensor_queue.js';
@@ -35,7 +35,6 @@ export interface ExecutorSettings {
   timeline?: Timeline | undefined;
 }
 
-const kMaxTag = 0xffff_ffff;
 /** Scratch the pool keeps beyond the fusion buffer (pipeline depth × segment, with room). */
 const kScratchRetainBytes = 32 * 1024 * 1024;
 

@@ -11,8 +11,8 @@
  * copies the results back (`unpack`). The packed buffer comes from the engine's pool: a
  * training loop reuses it every step and never touches fresh memory.
  */
-import { bytesPerElement, constructorOf } from '../api/dtypes.js';
-import type { TypedArray } from '../api/types.js';
+import { bytesPerElement, constructorOf } from '../core/dtypes.js';
+import type { TypedArray } from '../core/types.js';
 import type { ExecuteResponse, Response } from './messages.js';
 
 /** Merges consecutive fusible responses; `elementsOf(name)` is the element count of a tensor. */

@@ -6,8 +6,8 @@
  * ResponseList, whose order is the order in which all ranks execute. Collectives the response
  * cache knows skip rank 0: ranks agree on them among themselves in ready rounds.
  */
-import type { ErrorClassName } from '../api/errors.js';
-import type { CollectiveOp, DType, ReduceOp } from '../api/types.js';
+import type { ErrorClassName } from '../core/errors.js';
+import type { CollectiveOp, DType, ReduceOp } from '../core/types.js';
 
 /** What one rank asks for: everything the coordinator needs to check that ranks agree. */
 export interface Request {

@@ -32,7 +32,7 @@
  * `block` makes the next close ignore it on every rank, and lets a resubmission of it count as
  * new readiness again.
  */
-import { ProtocolError } from '../api/errors.js';
+import { ProtocolError } from '../core/errors.js';
 
 export interface ClosedRound {
   round: number;

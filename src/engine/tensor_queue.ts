@@ -2,7 +2,7 @@
  * The requests this rank has submitted and not yet finished, by name. The engine takes an
  * entry out when the coordinator's response for its name arrives.
  */
-import type { TypedArray } from '../api/types.js';
+import type { TypedArray } from '../core/types.js';
 import type { Request } from './messages.js';
 
 export interface Entry {

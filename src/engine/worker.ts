@@ -5,7 +5,7 @@
  */
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { kDefaultPipelineDepth } from '../algorithms/options.js';
-import { toErrorRecord } from '../api/errors.js';
+import { toErrorRecord } from '../core/errors.js';
 import { Logger } from '../observability/logger.js';
 import { SoloTransport } from '../transport/solo_transport.js';
 import { createTcpTransport } from '../transport/tcp/index.js';

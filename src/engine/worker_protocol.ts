@@ -4,9 +4,9 @@
  * both threads see.
  */
 
-import type { Config } from '../api/config.js';
-import type { ErrorRecord } from '../api/errors.js';
-import type { TypedArray } from '../api/types.js';
+import type { Config } from '../core/config.js';
+import type { ErrorRecord } from '../core/errors.js';
+import type { TypedArray } from '../core/types.js';
 import type { Request } from './messages.js';
 
 export interface WorkerInit {

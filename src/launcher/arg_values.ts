@@ -1,6 +1,6 @@
 /** Validators for ringrun's flag values. Each error names the flag and repeats the bad value. */
-import { InvalidArgumentError } from '../api/errors.js';
-import { kLogLevels, type LogLevel } from './env_contract.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import { kLogLevels, type LogLevel } from '../core/log_levels.js';
 
 /** setTimeout's limit: a longer delay silently becomes 1 ms in Node. */
 export const kMaxDurationMs = 2 ** 31 - 1;

@@ -5,34 +5,16 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import { kLogLevels } from '../core/log_levels.js';
 import { parseCount, parseDuration, parseEnvItem, parseLogLevel, parsePort } from './arg_values.js';
 import type { EngineSettings } from './env_contract.js';
 import { type HostSlots, parseHostfile, parseHostList } from './hosts.js';
+import type { LaunchConfig } from './launch_config.js';
 import { runJob } from './run_job.js';
 import { runMpi } from './run_mpi.js';
 
-/** Everything a job needs, validated. */
-export interface LaunchConfig {
-  np: number;
-  /** Hosts and slots (-H or --hostfile); undefined: every rank on this machine. */
-  hosts: HostSlots[] | undefined;
-  /** The --hostfile path, for mpirun. */
-  hostfile: string | undefined;
-  command: string;
-  args: string[];
-  settings: EngineSettings;
-  outputDir: string | undefined;
-  verbose: boolean;
-  backend: 'tcp' | 'mpi';
-  ssh: { command: string[]; port?: number; identity?: string };
-  /** -x: variables for every rank (remote ones get only these and the contract). */
-  env: { name: string; value?: string }[];
-  networkInterface: string | undefined;
-  address: string | undefined;
-  storePort: number | undefined;
-}
-
+export type { LaunchConfig } from './launch_config.js';
 export type ParsedArgs = { kind: 'help'; text: string } | { kind: 'launch'; config: LaunchConfig };
 
 const kExamples = `
@@ -97,7 +79,7 @@ function buildProgram(out: { text: string }): Command {
       '--stall-timeout <duration>',
       'fail a collective that only some ranks submitted; 0 disables (RINGREDUCE_STALL_TIMEOUT_MS, default 60s)',
     )
-    .option('--log-level <level>', 'error, warn, info or debug (RINGREDUCE_LOG_LEVEL, default warn)')
+    .option('--log-level <level>', `${kLogLevels.join(', ')} (RINGREDUCE_LOG_LEVEL, default warn)`)
     .option('--output-dir <dir>', "also write each rank's output to <dir>/rank.<rank>.log")
     .option('--verbose', 'print what ringrun does (ports, pids, start-up, exits, kills) on stderr')
     .argument('[command...]', 'the program every rank runs, with its own arguments')

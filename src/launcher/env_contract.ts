@@ -4,30 +4,10 @@
  * `process.env`: callers pass the base environment in, so the builder stays pure.
  */
 import { randomBytes } from 'node:crypto';
+import { kEnv } from '../core/env_names.js';
+import type { LogLevel } from '../core/log_levels.js';
 
-export const kEnv = {
-  rank: 'RINGREDUCE_RANK',
-  size: 'RINGREDUCE_SIZE',
-  localRank: 'RINGREDUCE_LOCAL_RANK',
-  localSize: 'RINGREDUCE_LOCAL_SIZE',
-  crossRank: 'RINGREDUCE_CROSS_RANK',
-  crossSize: 'RINGREDUCE_CROSS_SIZE',
-  storeAddr: 'RINGREDUCE_STORE_ADDR',
-  address: 'RINGREDUCE_ADDRESS',
-  jobId: 'RINGREDUCE_JOB_ID',
-  secret: 'RINGREDUCE_SECRET',
-  networkInterface: 'RINGREDUCE_NETWORK_INTERFACE',
-  backend: 'RINGREDUCE_BACKEND',
-  startTimeoutMs: 'RINGREDUCE_START_TIMEOUT_MS',
-  ioTimeoutMs: 'RINGREDUCE_IO_TIMEOUT_MS',
-  stallTimeoutMs: 'RINGREDUCE_STALL_TIMEOUT_MS',
-  stallWarningMs: 'RINGREDUCE_STALL_WARNING_MS',
-  heartbeatMs: 'RINGREDUCE_HEARTBEAT_MS',
-  logLevel: 'RINGREDUCE_LOG_LEVEL',
-} as const;
-
-export const kLogLevels = ['error', 'warn', 'info', 'debug'] as const;
-export type LogLevel = (typeof kLogLevels)[number];
+export { kEnv } from '../core/env_names.js';
 
 /** The address local jobs bind and advertise: loopback never leaves the machine. */
 export const kLocalAddress = '127.0.0.1';

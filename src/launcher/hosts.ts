@@ -3,7 +3,7 @@
  * mpirun's), and which of them is this machine. Ranks are placed host by host (placement.ts).
  */
 import { hostname, networkInterfaces } from 'node:os';
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../core/errors.js';
 
 export interface HostSlots {
   host: string;

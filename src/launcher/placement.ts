@@ -3,7 +3,7 @@
  * the first host's s0 slots, and so on), as mpirun's default `--map-by slot`. Local rank and
  * size count the ranks of one host; cross rank and size count the hosts that got ranks.
  */
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../core/errors.js';
 import type { RankPlacement } from './env_contract.js';
 import type { HostSlots } from './hosts.js';
 

@@ -23,7 +23,7 @@
  * there with printf %b (see `assign`). No value can hold NUL (neither can argv or environ).
  */
 import { basename } from 'node:path';
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../core/errors.js';
 
 /** One line, no single quotes: it is wrapped in single quotes for the remote login shell. */
 const kBootstrap = [

@@ -9,9 +9,8 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../core/errors.js';
 import { interfaceAddress } from '../rendezvous/addresses.js';
-import type { LaunchConfig } from './cli.js';
 import {
   allocatorEnv,
   contractEnv,
@@ -25,24 +24,13 @@ import { failureReport, notStartedReport, signalExitCode } from './failure_repor
 import { findFreePort } from './free_port.js';
 import { isLocalHost } from './hosts.js';
 import { Job } from './job.js';
+import type { LaunchConfig, RunIo } from './launch_config.js';
 import { type PlacedRank, placeRanks } from './placement.js';
 import { Progress } from './progress.js';
 import { RankLogFiles } from './rank_log_files.js';
 import type { RankSinks, RankSpec } from './rank_process.js';
 import { remoteScript, sshArgv } from './remote_shell.js';
 import { watchStore } from './store_watch.js';
-
-export interface RunIo {
-  env: NodeJS.ProcessEnv;
-  cwd: string;
-  stderrIsTty: boolean;
-  stdout(text: string): void;
-  stderr(text: string): void;
-  log(message: string): void;
-  debug(message: string): void;
-  /** Calls `handler` on every interrupt until the returned function is called. */
-  onInterrupt(handler: (signal: NodeJS.Signals) => void): () => void;
-}
 
 const kDefaultStartTimeoutMs = 30_000;
 /** A remote rank 0's store port, when not given: below Linux's ephemeral range (32768+). */

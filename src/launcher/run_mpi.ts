@@ -6,11 +6,10 @@
  * exit status. Output is mpirun's, unprefixed (mpirun --tag-output is the user's choice).
  */
 import { spawn } from 'node:child_process';
-import type { LaunchConfig } from './cli.js';
 import { kEnv, newJobId, settingsEnv } from './env_contract.js';
 import { signalExitCode } from './failure_report.js';
+import type { LaunchConfig, RunIo } from './launch_config.js';
 import { signalGroup } from './process_group.js';
-import type { RunIo } from './run_job.js';
 
 const kKillGraceMs = 3000;
 

@@ -1,7 +1,8 @@
 /** A leveled logger that writes one line per event to stderr, prefixed with the rank. */
 
-export type LogLevel = 'error' | 'warn' | 'info' | 'debug';
-const kLevels: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 };
+import { type LogLevel, levelRank } from '../core/log_levels.js';
+
+export type { LogLevel } from '../core/log_levels.js';
 
 export class Logger {
   private readonly threshold: number;
@@ -11,7 +12,7 @@ export class Logger {
     level: LogLevel,
     private readonly write: (line: string) => void = (line) => process.stderr.write(line),
   ) {
-    this.threshold = kLevels[level];
+    this.threshold = levelRank(level);
   }
 
   error(message: string): void {
@@ -27,11 +28,11 @@ export class Logger {
     this.log('debug', message);
   }
   enabled(level: LogLevel): boolean {
-    return kLevels[level] <= this.threshold;
+    return levelRank(level) <= this.threshold;
   }
 
   private log(level: LogLevel, message: string): void {
-    if (kLevels[level] > this.threshold) return;
+    if (levelRank(level) > this.threshold) return;
     this.write(`ringreduce ${this.prefix} ${level.toUpperCase()}: ${message}\n`);
   }
 }

@@ -1,6 +1,6 @@
 /** Addresses of this host, for binding and advertising (transport/tcp/index.ts, the launcher). */
 import { networkInterfaces } from 'node:os';
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../core/errors.js';
 
 /** The first IPv4 address of a network interface (else its first address); throws naming it. */
 export function interfaceAddress(name: string): string {

@@ -5,7 +5,7 @@
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { TimeoutError } from '../api/errors.js';
+import { TimeoutError } from '../core/errors.js';
 
 /** Errors that mean "not reachable yet": worth another try before the deadline. */
 const kRetryable = new Set([

@@ -27,7 +27,7 @@
  * Every message has a fixed size, or one bounded by kMaxJobIdBytes: nothing here allocates
  * more than a few hundred bytes for a stranger.
  */
-import { ProtocolError } from '../api/errors.js';
+import { ProtocolError } from '../core/errors.js';
 import { type JobKey, kMacBytes, kNonceBytes, u32Bytes } from './auth.js';
 import type { ReadSink } from './read_port.js';
 

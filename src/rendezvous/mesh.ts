@@ -31,7 +31,7 @@
  */
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { InvalidArgumentError, PeerFailureError, ProtocolError, TimeoutError } from '../api/errors.js';
+import { InvalidArgumentError, PeerFailureError, ProtocolError, TimeoutError } from '../core/errors.js';
 import { JobKey, newNonce } from './auth.js';
 import { dial } from './dial.js';
 import {

@@ -10,7 +10,7 @@
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { TimeoutError } from '../api/errors.js';
+import { TimeoutError } from '../core/errors.js';
 import { type JobKey, newNonce } from './auth.js';
 import {
   acceptorProof,

@@ -4,7 +4,7 @@
  * a timeout the per-rank marks say which ranks never arrived.
  */
 import { performance } from 'node:perf_hooks';
-import { TimeoutError } from '../api/errors.js';
+import { TimeoutError } from '../core/errors.js';
 import type { Store } from './store.js';
 
 const kOne = Uint8Array.of(1);

@@ -24,7 +24,7 @@
  * set). Every header is checked (magic, version, known op, body limit) before its body is
  * buffered, so a garbage length cannot make either side allocate.
  */
-import { InvalidArgumentError, ProtocolError } from '../api/errors.js';
+import { InvalidArgumentError, ProtocolError } from '../core/errors.js';
 
 export const kStoreMagic = 0x5352; // 'RS' little-endian
 export const kStoreVersion = 2;

@@ -13,7 +13,7 @@
  */
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { ProtocolError, RingReduceError, ShutdownError, TimeoutError } from '../api/errors.js';
+import { ProtocolError, RingReduceError, ShutdownError, TimeoutError } from '../core/errors.js';
 import { JobKey, kMacBytes, kNonceBytes, newNonce } from './auth.js';
 import { dial } from './dial.js';
 import type { Store, StoreAddress } from './store.js';

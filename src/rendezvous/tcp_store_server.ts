@@ -6,7 +6,7 @@
  * most kMaxUnauthenticated connections may be at that stage at once.
  */
 import net from 'node:net';
-import { InvalidArgumentError, ProtocolError } from '../api/errors.js';
+import { InvalidArgumentError, ProtocolError } from '../core/errors.js';
 import { JobKey, kMacBytes, kNonceBytes, newNonce } from './auth.js';
 import type { StoreAddress } from './store.js';
 import {

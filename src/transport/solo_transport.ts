@@ -2,7 +2,7 @@
  * The transport of a job of size 1: there is no peer, and the algorithms never call it (with
  * one rank every collective is a local no-op), so each method says so if it ever is called.
  */
-import { RingReduceError } from '../api/errors.js';
+import { RingReduceError } from '../core/errors.js';
 import type { Transport } from './transport.js';
 
 function noPeer(): RingReduceError {

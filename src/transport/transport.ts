@@ -33,8 +33,22 @@
  *
  * A rank never sends to itself; `peer` is always in [0, size) and differs from `rank`.
  */
-import type { PeerFailureError } from '../api/errors.js';
-import type { DType, ReduceOp, TypedArray } from '../api/types.js';
+import { InvalidArgumentError, type PeerFailureError } from '../core/errors.js';
+import type { DType, ReduceOp, TypedArray } from '../core/types.js';
+
+/** Tags are u32 on every backend (4 bytes in a frame, an MPI tag space the addon maps onto). */
+export const kMaxTag = 0xffff_ffff;
+
+/** The argument check every backend makes on a send or recv: undefined when `peer` and `tag` are valid. */
+export function invalidPeerOrTag(rank: number, size: number, peer: number, tag: number): InvalidArgumentError | undefined {
+  if (!Number.isSafeInteger(peer) || peer < 0 || peer >= size || peer === rank) {
+    return new InvalidArgumentError(`peer ${peer} is not another rank in [0, ${size}) (this is rank ${rank})`);
+  }
+  if (!Number.isSafeInteger(tag) || tag < 0 || tag > kMaxTag) {
+    return new InvalidArgumentError(`tag must be an integer in [0, 2^32), got ${tag}`);
+  }
+  return undefined;
+}
 
 export type ControlHandler = (peer: number, payload: Uint8Array) => void;
 export type PeerFailureHandler = (peer: number, error: PeerFailureError) => void;

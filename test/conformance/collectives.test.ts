@@ -5,9 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { allocShared, isFloat, kDTypes } from '../../src/api/dtypes.js';
 import type { RingReduce } from '../../src/api/runtime.js';
-import type { DType, ReduceOp, TypedArray } from '../../src/api/types.js';
+import { allocShared, isFloat, kDTypes } from '../../src/core/dtypes.js';
+import type { DType, ReduceOp, TypedArray } from '../../src/core/types.js';
 import { compareArrays, expectedAllreduce, makeInput } from '../helpers/reference.js';
 import { startWorld, stopWorld } from '../helpers/world.js';
 

@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { InvalidArgumentError, MismatchError, TimeoutError } from '../../src/api/errors.js';
 import type { RingReduce } from '../../src/api/runtime.js';
+import { InvalidArgumentError, MismatchError, TimeoutError } from '../../src/core/errors.js';
 import { shuffled } from '../helpers/shuffle.js';
 import { startWorld, stopWorld } from '../helpers/world.js';
 

@@ -2,8 +2,8 @@
  * N engines in one thread over the memory transport, for tests that look inside the engine
  * (execution counts, control traffic): each rank's completions are collected per request id.
  */
-import { type InitOptions, resolveConfig } from '../../src/api/config.js';
-import type { TypedArray } from '../../src/api/types.js';
+import { type InitOptions, resolveConfig } from '../../src/core/config.js';
+import type { TypedArray } from '../../src/core/types.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { Request } from '../../src/engine/messages.js';
 import type { FromEngine } from '../../src/engine/worker_protocol.js';

@@ -4,8 +4,8 @@
  * double precision.
  */
 
-import { constructorOf, isBigInt, isFloat } from '../../src/api/dtypes.js';
-import type { DType, ReduceOp, TypedArray } from '../../src/api/types.js';
+import { constructorOf, isBigInt, isFloat } from '../../src/core/dtypes.js';
+import type { DType, ReduceOp, TypedArray } from '../../src/core/types.js';
 
 const kBits: Partial<Record<DType, number>> = {
   int8: 8,

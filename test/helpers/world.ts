@@ -1,8 +1,8 @@
 /** Starts N ranks inside this process (each its own engine worker thread) over loopback TCP. */
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
-import type { InitOptions } from '../../src/api/config.js';
 import { RingReduce } from '../../src/api/runtime.js';
+import type { InitOptions } from '../../src/core/config.js';
 
 export async function freePort(): Promise<number> {
   const server = createServer();

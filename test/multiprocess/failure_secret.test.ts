@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { after, it } from 'node:test';
-import { ProtocolError } from '../../src/api/errors.js';
+import { ProtocolError } from '../../src/core/errors.js';
 import { JobKey } from '../../src/rendezvous/auth.js';
 import { TcpStoreClient } from '../../src/rendezvous/tcp_store.js';
 import { assertNoneRunning, cleanEnv, cleanUp, kFailureJob, pidsIn, RingrunRun, tempDir } from './fixtures/ringrun_harness.js';

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { broadcast } from '../../src/algorithms/broadcast.js';
-import { BufferPool } from '../../src/algorithms/buffer_pool.js';
 import type { AlgorithmOptions } from '../../src/algorithms/options.js';
 import { ringAllgather } from '../../src/algorithms/ring_allgather.js';
 import { ringAllreduce } from '../../src/algorithms/ring_allreduce.js';
 import { chunkLength } from '../../src/algorithms/segments.js';
-import { constructorOf, isFloat, kDTypes } from '../../src/api/dtypes.js';
-import { InvalidArgumentError, PeerFailureError } from '../../src/api/errors.js';
-import type { DType, TypedArray } from '../../src/api/types.js';
+import { BufferPool } from '../../src/core/buffer_pool.js';
+import { constructorOf, isFloat, kDTypes } from '../../src/core/dtypes.js';
+import { InvalidArgumentError, PeerFailureError } from '../../src/core/errors.js';
+import type { DType, TypedArray } from '../../src/core/types.js';
 import { createMemoryWorld, type MemoryWorldOptions } from '../../src/transport/memory/memory_transport.js';
 import type { Transport } from '../../src/transport/transport.js';
 import {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BufferPool, kMinPoolBytes } from '../../src/algorithms/buffer_pool.js';
-import { RingReduceError } from '../../src/api/errors.js';
+import { BufferPool, kMinPoolBytes } from '../../src/core/buffer_pool.js';
+import { RingReduceError } from '../../src/core/errors.js';
 
 describe('BufferPool', () => {
   it('hands back a released buffer instead of allocating, picking the smallest that fits', () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ProtocolError } from '../../src/api/errors.js';
+import { ProtocolError } from '../../src/core/errors.js';
 import { decodeControl, encodeControl } from '../../src/engine/codec.js';
 import type { ControlMessage } from '../../src/engine/messages.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { resolveConfig } from '../../src/api/config.js';
-import { InvalidArgumentError } from '../../src/api/errors.js';
+import { resolveConfig } from '../../src/core/config.js';
+import { InvalidArgumentError } from '../../src/core/errors.js';
 
 test('no environment: a job of size 1', () => {
   const c = resolveConfig({}, {});

@@ -1,7 +1,7 @@
 /** The settings of failure detection and security in the config (docs/env.md). */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { resolveConfig } from '../../src/api/config.js';
+import { resolveConfig } from '../../src/core/config.js';
 
 const job = { RINGREDUCE_RANK: '1', RINGREDUCE_SIZE: '2', RINGREDUCE_STORE_ADDR: '127.0.0.1:5000' };
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ProtocolError } from '../../src/api/errors.js';
+import { ProtocolError } from '../../src/core/errors.js';
 import {
   decodeHeader,
   encodeHeader,

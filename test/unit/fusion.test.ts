@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { DType } from '../../src/api/types.js';
+import type { DType } from '../../src/core/types.js';
 import { pack, planFusion, unpack } from '../../src/engine/fusion.js';
 import type { Response } from '../../src/engine/messages.js';
 import { allreduceRequest, startEngines, stopEngines } from '../helpers/engines.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidArgumentError } from '../../src/api/errors.js';
+import { InvalidArgumentError } from '../../src/core/errors.js';
 import { type LaunchConfig, normaliseArgv, parseArgs } from '../../src/launcher/cli.js';
 import { allocatorEnv, contractEnv, kAllocatorEnv, localPlacements } from '../../src/launcher/env_contract.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { InvalidArgumentError } from '../../src/api/errors.js';
+import { InvalidArgumentError } from '../../src/core/errors.js';
 import { parseArgs } from '../../src/launcher/cli.js';
 import { describeExit, notStartedReport } from '../../src/launcher/failure_report.js';
 import { isLocalHost, parseHostfile, parseHostList } from '../../src/launcher/hosts.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../src/api/errors.js';
+import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../src/core/errors.js';
 import { createMemoryWorld, type MemoryWorldOptions } from '../../src/transport/memory/memory_transport.js';
 
 const bytes = (...values: number[]) => Uint8Array.from(values);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { describe, it } from 'node:test';
-import { ProtocolError, TimeoutError } from '../../src/api/errors.js';
+import { ProtocolError, TimeoutError } from '../../src/core/errors.js';
 import { JobKey } from '../../src/rendezvous/auth.js';
 import { kAckBytes, kChallengeBytes } from '../../src/rendezvous/handshake.js';
 import { connectMesh, destroyLinks, type MeshOptions, type PeerLink } from '../../src/rendezvous/mesh.js';

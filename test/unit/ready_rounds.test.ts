@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ProtocolError } from '../../src/api/errors.js';
+import { ProtocolError } from '../../src/core/errors.js';
 import { ReadyRounds } from '../../src/engine/ready_rounds.js';
 
 interface Message {

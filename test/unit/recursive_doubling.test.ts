@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { allreduce } from '../../src/algorithms/allreduce.js';
-import { BufferPool } from '../../src/algorithms/buffer_pool.js';
 import { recursiveDoublingAllreduce } from '../../src/algorithms/recursive_doubling.js';
-import { kDTypes } from '../../src/api/dtypes.js';
+import { BufferPool } from '../../src/core/buffer_pool.js';
+import { kDTypes } from '../../src/core/dtypes.js';
 import { createMemoryWorld } from '../../src/transport/memory/memory_transport.js';
 import { firstMismatch, opsFor, randomArray, referenceReduce, sameBytes, seeded, toleranceFor } from './support/typed_data.js';
 

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { divideInPlace, type ElementwiseOp, reduceInto, selectKernel } from '../../src/algorithms/reduce.js';
-import { constructorOf, kDTypes } from '../../src/api/dtypes.js';
-import { InvalidArgumentError } from '../../src/api/errors.js';
-import type { TypedArray } from '../../src/api/types.js';
+import { constructorOf, kDTypes } from '../../src/core/dtypes.js';
+import { InvalidArgumentError } from '../../src/core/errors.js';
+import type { TypedArray } from '../../src/core/types.js';
 import { firstMismatch, randomArray, referenceReduce, seeded } from './support/typed_data.js';
 
 const kOps: ElementwiseOp[] = ['sum', 'min', 'max', 'product'];

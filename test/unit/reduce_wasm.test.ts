@@ -9,8 +9,8 @@ import { describe, it } from 'node:test';
 import type { ElementwiseOp } from '../../src/algorithms/reduce.js';
 import { selectKernel } from '../../src/algorithms/reduce.js';
 import { createWasmKernels, kWasmMinBytes } from '../../src/algorithms/reduce_wasm.js';
-import { kDTypes } from '../../src/api/dtypes.js';
-import type { TypedArray } from '../../src/api/types.js';
+import { kDTypes } from '../../src/core/dtypes.js';
+import type { TypedArray } from '../../src/core/types.js';
 import { randomArray, seeded } from './support/typed_data.js';
 
 const kOps: ElementwiseOp[] = ['sum', 'min', 'max', 'product'];

@@ -8,7 +8,7 @@ import {
   segmentCount,
   segmentLength,
 } from '../../src/algorithms/segments.js';
-import { InvalidArgumentError } from '../../src/api/errors.js';
+import { InvalidArgumentError } from '../../src/core/errors.js';
 
 describe('chunks', () => {
   it('puts the remainder on the first chunks', () => {

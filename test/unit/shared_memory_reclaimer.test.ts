@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { kDefaultReclaimBytes, kMinReclaimBytes, SharedMemoryReclaimer } from '../../src/api/shared_memory_reclaimer.js';
+import { kDefaultReclaimBytes, kMinReclaimBytes, SharedMemoryReclaimer } from '../../src/core/shared_memory_reclaimer.js';
 
 const mib = 1024 * 1024;
 

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { describe, it } from 'node:test';
-import { ProtocolError } from '../../src/api/errors.js';
+import { ProtocolError } from '../../src/core/errors.js';
 import { JobKey } from '../../src/rendezvous/auth.js';
 import {
   checkAck,

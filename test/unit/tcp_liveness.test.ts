@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { PeerFailureError } from '../../src/api/errors.js';
+import { PeerFailureError } from '../../src/core/errors.js';
 import { Liveness, type LivenessLink } from '../../src/transport/tcp/liveness.js';
 import { delay, freeze, makeWorld, type World } from './tcp_test_helpers.js';
 

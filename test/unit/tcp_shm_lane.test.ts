@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { PeerFailureError, ProtocolError, TimeoutError } from '../../src/api/errors.js';
+import { PeerFailureError, ProtocolError, TimeoutError } from '../../src/core/errors.js';
 import type { ShmLaneOptions } from '../../src/transport/tcp/shm_lane.js';
 import type { TcpTransport } from '../../src/transport/tcp/tcp_transport.js';
 import { delay, equalBytes, freeze, makeWorld, pattern } from './tcp_test_helpers.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { InvalidArgumentError, ProtocolError, ShutdownError, TimeoutError } from '../../src/api/errors.js';
+import { InvalidArgumentError, ProtocolError, ShutdownError, TimeoutError } from '../../src/core/errors.js';
 import { JobKey } from '../../src/rendezvous/auth.js';
 import type { StoreAddress } from '../../src/rendezvous/store.js';
 import {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../src/api/errors.js';
+import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../src/core/errors.js';
 import { encodeHeader, kHeaderBytes, kKindData } from '../../src/transport/tcp/framing.js';
 import { bigPattern, delay, equalBytes, liveHandles, makeWorld, pattern } from './tcp_test_helpers.js';
 

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { InvalidArgumentError } from '../../src/api/errors.js';
 import {
   checkOptions,
   parseGatherOut,
@@ -10,6 +9,7 @@ import {
   parseRoot,
   parseTensor,
 } from '../../src/api/tensor_args.js';
+import { InvalidArgumentError } from '../../src/core/errors.js';
 
 test('typed arrays are 1-D tensors of their dtype', () => {
   const t = parseTensor(new BigInt64Array(3));

@@ -16,8 +16,8 @@
  * kill(rank), which is a close seen from outside) rejects the rank's own pending operations with
  * ShutdownError and breaks all its links, as a vanished process would for its peers.
  */
-import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../api/errors.js';
-import type { ControlHandler, PeerFailureHandler, Transport } from '../transport.js';
+import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../core/errors.js';
+import { type ControlHandler, invalidPeerOrTag, type PeerFailureHandler, type Transport } from '../transport.js';
 
 export interface MemoryWorldOptions {
   /** A receive (or, in rendezvous mode, a send) that waits longer rejects with TimeoutError. Default 30 s. */
@@ -40,7 +40,6 @@ export interface MemoryWorld extends Array<MemoryTransport> {
 }
 
 export const kDefaultIoTimeoutMs = 30_000;
-const kMaxTag = 0xffff_ffff;
 
 interface Envelope {
   readonly src: number;
@@ -341,12 +340,8 @@ export class MemoryTransport implements Transport {
 
   private refuse(peer: number, tag: number): Error | undefined {
     if (this.closed) return new ShutdownError(this.closeReason);
-    if (!Number.isSafeInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) {
-      return new InvalidArgumentError(`peer must be a rank in [0, ${this.size}) other than ${this.rank}, got ${peer}`);
-    }
-    if (!Number.isSafeInteger(tag) || tag < 0 || tag > kMaxTag) {
-      return new InvalidArgumentError(`tag must be an integer in [0, 2^32), got ${tag}`);
-    }
+    const invalid = invalidPeerOrTag(this.rank, this.size, peer, tag);
+    if (invalid) return invalid;
     if (this.fabric.isBroken(this.rank, peer)) {
       return new PeerFailureError(`rank ${this.rank}: link to rank ${peer} is broken`, peer);
     }

@@ -9,8 +9,8 @@
  * job with its own message. MPI can be initialised once per process, so one init()/shutdown()
  * per process.
  */
-import type { Config } from '../../api/config.js';
-import { InvalidArgumentError, RingReduceError } from '../../api/errors.js';
+import type { Config } from '../../core/config.js';
+import { InvalidArgumentError, RingReduceError } from '../../core/errors.js';
 import { Logger } from '../../observability/logger.js';
 import { loadMpiBinding, tryLoadMpiBinding } from './loader.js';
 import { MpiTransport } from './mpi_transport.js';

@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { InvalidArgumentError } from '../../api/errors.js';
+import { InvalidArgumentError } from '../../core/errors.js';
 import { kDTypeCodes, kReduceOpCodes, type MpiBinding } from './native_binding.js';
 
 // From dist/src/transport/mpi/ (where this file runs from) up to the package root.

@@ -9,9 +9,9 @@
  * rank ends the whole MPI job with a message naming the collective: a clear failure instead of
  * a hang, and no thread left blocked in MPI.
  */
-import { dtypeOf, isFloat } from '../../api/dtypes.js';
-import { InvalidArgumentError } from '../../api/errors.js';
-import type { DType, ReduceOp, TypedArray } from '../../api/types.js';
+import { dtypeOf, isFloat } from '../../core/dtypes.js';
+import { InvalidArgumentError } from '../../core/errors.js';
+import type { DType, ReduceOp, TypedArray } from '../../core/types.js';
 import type { NativeCollectives } from '../transport.js';
 import { translateNativeError } from './mpi_errors.js';
 import { kDTypeCodes, kReduceOpCodes, type MpiBinding, type MpiWorldInfo, type NativeComm } from './native_binding.js';

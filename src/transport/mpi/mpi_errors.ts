@@ -6,7 +6,7 @@ import {
   RingReduceError as RingReduceErrorClass,
   ShutdownError,
   TimeoutError,
-} from '../../api/errors.js';
+} from '../../core/errors.js';
 import type { NativeError } from './native_binding.js';
 
 /** What failed, for the message: "recv from rank 1 with tag 7". */

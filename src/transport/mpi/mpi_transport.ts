@@ -15,9 +15,15 @@
  * dies is the launcher's business: Open MPI's mpirun kills the whole job with a message.
  */
 
-import { InvalidArgumentError, PeerFailureError, type RingReduceError, ShutdownError } from '../../api/errors.js';
+import { InvalidArgumentError, PeerFailureError, type RingReduceError, ShutdownError } from '../../core/errors.js';
 import { ControlInbox } from '../control_inbox.js';
-import type { ControlHandler, NativeCollectives, PeerFailureHandler, Transport } from '../transport.js';
+import {
+  type ControlHandler,
+  invalidPeerOrTag,
+  type NativeCollectives,
+  type PeerFailureHandler,
+  type Transport,
+} from '../transport.js';
 import { MpiCollectives } from './mpi_collectives.js';
 import { type OpContext, translateNativeError } from './mpi_errors.js';
 import type { CloseResult, MpiBinding, MpiWorldInfo, NativeComm } from './native_binding.js';
@@ -26,8 +32,6 @@ export interface MpiTransportOptions {
   /** A send or receive not complete after this long rejects with TimeoutError; also the close deadline. */
   ioTimeoutMs: number;
 }
-
-const kMaxU32 = 0xffff_ffff;
 
 export class MpiTransport implements Transport {
   readonly rank: number;
@@ -93,10 +97,8 @@ export class MpiTransport implements Transport {
   }
 
   private async start(peer: number, tag: number, what: string, go: () => Promise<void>): Promise<void> {
-    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) {
-      throw new InvalidArgumentError(`peer ${peer} is not another rank in [0, ${this.size}) (this is rank ${this.rank})`);
-    }
-    if (!Number.isInteger(tag) || tag < 0 || tag > kMaxU32) throw new InvalidArgumentError(`tag must be a u32, got ${tag}`);
+    const invalid = invalidPeerOrTag(this.rank, this.size, peer, tag);
+    if (invalid) throw invalid;
     if (this.closing) throw new ShutdownError(`transport of rank ${this.rank} is closed`);
     const failure = this.failures.get(peer);
     if (failure) throw failure;

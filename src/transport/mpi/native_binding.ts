@@ -7,7 +7,7 @@
  * (native/src/progress_engine.h), and results come back as settled promises on the calling
  * thread's event loop.
  */
-import type { DType, ReduceOp, TypedArray } from '../../api/types.js';
+import type { DType, ReduceOp, TypedArray } from '../../core/types.js';
 
 /** What `init()` learned about the job and the library. */
 export interface MpiWorldInfo {

@@ -26,7 +26,7 @@
  * or when the length exceeds the limit for its kind: the receiver may allocate a staging buffer
  * of that length, so the limit is what bounds a garbage header.
  */
-import { ProtocolError } from '../../api/errors.js';
+import { ProtocolError } from '../../core/errors.js';
 
 export const kFrameMagic = 0x52;
 export const kHeaderBytes = 12;

@@ -16,7 +16,7 @@
  */
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { InvalidArgumentError } from '../../api/errors.js';
+import { InvalidArgumentError } from '../../core/errors.js';
 import { interfaceAddress, isLoopback, isWildcard } from '../../rendezvous/addresses.js';
 import { JobKey } from '../../rendezvous/auth.js';
 import { connectMesh, destroyLinks, type PeerLink } from '../../rendezvous/mesh.js';

@@ -1,5 +1,5 @@
 /** The payload of a kLinkNotice frame (framing.ts): u32 rank of the failed peer, then a UTF-8 reason. */
-import { ProtocolError } from '../../api/errors.js';
+import { ProtocolError } from '../../core/errors.js';
 import { kMaxLinkBytes } from './framing.js';
 
 const kUtf8 = new TextDecoder('utf-8', { fatal: false });

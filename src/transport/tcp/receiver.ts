@@ -25,8 +25,8 @@
  * staged like any message, so a recv waiting behind unclaimed messages can always be served.
  */
 import { performance } from 'node:perf_hooks';
-import type { BufferPool } from '../../algorithms/buffer_pool.js';
-import { ProtocolError } from '../../api/errors.js';
+import type { BufferPool } from '../../core/buffer_pool.js';
+import { ProtocolError } from '../../core/errors.js';
 import type { ReadSink } from '../../rendezvous/read_port.js';
 import {
   decodeHeader,

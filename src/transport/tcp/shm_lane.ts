@@ -23,7 +23,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { ProtocolError } from '../../api/errors.js';
+import { ProtocolError } from '../../core/errors.js';
 import { kSharedDescriptorBytes, readU32, writeU32 } from './framing.js';
 
 export interface ShmLaneOptions {

@@ -39,11 +39,11 @@
  */
 
 import type net from 'node:net';
-import { BufferPool } from '../../algorithms/buffer_pool.js';
-import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../api/errors.js';
+import { BufferPool } from '../../core/buffer_pool.js';
+import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../core/errors.js';
 import type { PeerLink } from '../../rendezvous/mesh.js';
 import { ControlInbox } from '../control_inbox.js';
-import type { ControlHandler, PeerFailureHandler, Transport } from '../transport.js';
+import { type ControlHandler, invalidPeerOrTag, type PeerFailureHandler, type Transport } from '../transport.js';
 import {
   type FrameLimits,
   kDefaultMaxControlBytes,
@@ -256,13 +256,8 @@ export class TcpTransport implements Transport {
   }
 
   private start(kind: OpKind, peer: number, tag: number, go: (p: Peer, op: PendingOp) => void): Promise<void> {
-    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) {
-      return Promise.reject(
-        new InvalidArgumentError(`peer ${peer} is not another rank in [0, ${this.size}) (this is rank ${this.rank})`),
-      );
-    }
-    if (!Number.isInteger(tag) || tag < 0 || tag > kMaxU32)
-      return Promise.reject(new InvalidArgumentError(`tag must be a u32, got ${tag}`));
+    const invalid = invalidPeerOrTag(this.rank, this.size, peer, tag);
+    if (invalid) return Promise.reject(invalid);
     if (this.closing) return Promise.reject(new ShutdownError(`transport of rank ${this.rank} is closed`));
     const p = this.peers[peer] as Peer;
     // A recv may still take a message that arrived whole before the failure (receiver.post).

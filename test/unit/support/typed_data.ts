@@ -3,8 +3,8 @@
  * reference works in exact arithmetic (BigInt, or doubles while they are exact) and wraps once,
  * so that it shares no code path with the kernels it checks.
  */
-import { constructorOf, isBigInt, isFloat } from '../../../src/api/dtypes.js';
-import type { DType, ReduceOp, TypedArray } from '../../../src/api/types.js';
+import { constructorOf, isBigInt, isFloat } from '../../../src/core/dtypes.js';
+import type { DType, ReduceOp, TypedArray } from '../../../src/core/types.js';
 
 export type Random = () => number;
 

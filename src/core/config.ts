@@ -9,8 +9,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import type { LogLevel } from '../observability/logger.js';
+import { kEnv } from './env_names.js';
 import { InvalidArgumentError } from './errors.js';
+import { isLogLevel, kLogLevels, type LogLevel } from './log_levels.js';
 
 export interface Config {
   readonly rank: number;
@@ -87,7 +88,7 @@ const kOptionsSchema = z.strictObject({
   heartbeatMs: timeoutField.optional(),
   networkInterface: z.string().min(1).optional(),
   secret: z.string().min(1).optional(),
-  logLevel: z.enum(['error', 'warn', 'info', 'debug']).optional(),
+  logLevel: z.enum(kLogLevels).optional(),
   backend: z.enum(['tcp', 'mpi', 'auto']).optional(),
   fusionThresholdBytes: z.number().int().nonnegative().optional(),
   cacheCapacity: z.number().int().nonnegative().optional(),
@@ -116,7 +117,7 @@ function envInt(env: Env, name: string, min = 0): number | undefined {
 /** The first source, in precedence order, that sets both rank and size. */
 function rankAndSizeFromEnv(env: Env) {
   const sources = [
-    ['RINGREDUCE_RANK', 'RINGREDUCE_SIZE', 'RINGREDUCE_LOCAL_RANK', 'RINGREDUCE_LOCAL_SIZE'],
+    [kEnv.rank, kEnv.size, kEnv.localRank, kEnv.localSize],
     ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK', 'OMPI_COMM_WORLD_LOCAL_SIZE'],
     ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'],
     ['SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_LOCALID', 'SLURM_NTASKS_PER_NODE'],
@@ -142,7 +143,7 @@ function parseHostPort(text: string, what: string): { host: string; port: number
 }
 
 function storeAddressFromEnv(env: Env): string | undefined {
-  if (env.RINGREDUCE_STORE_ADDR) return env.RINGREDUCE_STORE_ADDR;
+  if (env[kEnv.storeAddr]) return env[kEnv.storeAddr];
   if (env.MASTER_ADDR && env.MASTER_PORT) return `${env.MASTER_ADDR}:${env.MASTER_PORT}`;
   return undefined;
 }
@@ -161,11 +162,11 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
   if (rank >= size) throw new InvalidArgumentError(`rank ${rank} is out of range for a job of size ${size}`);
   const localSize = o.localSize ?? fromEnv?.localSize ?? size;
   const localRank = o.localRank ?? fromEnv?.localRank ?? rank;
-  const crossSize = o.crossSize ?? envInt(env, 'RINGREDUCE_CROSS_SIZE') ?? 1;
-  const crossRank = o.crossRank ?? envInt(env, 'RINGREDUCE_CROSS_RANK') ?? 0;
+  const crossSize = o.crossSize ?? envInt(env, kEnv.crossSize) ?? 1;
+  const crossRank = o.crossRank ?? envInt(env, kEnv.crossRank) ?? 0;
 
   const storeText = o.storeAddress ?? storeAddressFromEnv(env);
-  const backend = o.backend ?? env.RINGREDUCE_BACKEND ?? 'auto';
+  const backend = o.backend ?? env[kEnv.backend] ?? 'auto';
   if (!kBackends.includes(backend as Backend)) {
     throw new InvalidArgumentError(`RINGREDUCE_BACKEND must be tcp, mpi or auto, got ${JSON.stringify(backend)}`);
   }
@@ -178,9 +179,9 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     );
   }
   const store = storeText === undefined ? { host: '127.0.0.1', port: 0 } : parseHostPort(storeText, 'store address');
-  const logLevel = o.logLevel ?? env.RINGREDUCE_LOG_LEVEL ?? 'warn';
-  if (!['error', 'warn', 'info', 'debug'].includes(logLevel)) {
-    throw new InvalidArgumentError(`RINGREDUCE_LOG_LEVEL must be error, warn, info or debug, got ${JSON.stringify(logLevel)}`);
+  const logLevel = o.logLevel ?? env[kEnv.logLevel] ?? 'warn';
+  if (!isLogLevel(logLevel)) {
+    throw new InvalidArgumentError(`${kEnv.logLevel} must be one of ${kLogLevels.join(', ')}, got ${JSON.stringify(logLevel)}`);
   }
 
   return Object.freeze({
@@ -192,31 +193,31 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     crossSize,
     storeHost: store.host,
     storePort: store.port,
-    address: o.address ?? (env.RINGREDUCE_ADDRESS || undefined),
-    jobId: o.jobId ?? env.RINGREDUCE_JOB_ID ?? (size === 1 ? randomBytes(8).toString('hex') : 'ringreduce'),
-    startTimeoutMs: o.startTimeoutMs ?? envInt(env, 'RINGREDUCE_START_TIMEOUT_MS', 1) ?? 30_000,
-    ioTimeoutMs: o.ioTimeoutMs ?? envInt(env, 'RINGREDUCE_IO_TIMEOUT_MS', 1) ?? 30_000,
-    stallTimeoutMs: o.stallTimeoutMs ?? envInt(env, 'RINGREDUCE_STALL_TIMEOUT_MS') ?? 60_000,
-    stallWarningMs: o.stallWarningMs ?? envInt(env, 'RINGREDUCE_STALL_WARNING_MS') ?? 30_000,
-    heartbeatMs: o.heartbeatMs ?? envInt(env, 'RINGREDUCE_HEARTBEAT_MS') ?? 2_000,
-    networkInterface: o.networkInterface ?? (env.RINGREDUCE_NETWORK_INTERFACE || undefined),
+    address: o.address ?? (env[kEnv.address] || undefined),
+    jobId: o.jobId ?? env[kEnv.jobId] ?? (size === 1 ? randomBytes(8).toString('hex') : 'ringreduce'),
+    startTimeoutMs: o.startTimeoutMs ?? envInt(env, kEnv.startTimeoutMs, 1) ?? 30_000,
+    ioTimeoutMs: o.ioTimeoutMs ?? envInt(env, kEnv.ioTimeoutMs, 1) ?? 30_000,
+    stallTimeoutMs: o.stallTimeoutMs ?? envInt(env, kEnv.stallTimeoutMs) ?? 60_000,
+    stallWarningMs: o.stallWarningMs ?? envInt(env, kEnv.stallWarningMs) ?? 30_000,
+    heartbeatMs: o.heartbeatMs ?? envInt(env, kEnv.heartbeatMs) ?? 2_000,
+    networkInterface: o.networkInterface ?? (env[kEnv.networkInterface] || undefined),
     // A job of one rank has no connection to protect.
-    secret: size === 1 ? undefined : (o.secret ?? (env.RINGREDUCE_SECRET || undefined)),
-    logLevel: logLevel as LogLevel,
+    secret: size === 1 ? undefined : (o.secret ?? (env[kEnv.secret] || undefined)),
+    logLevel,
     backend: backend as Backend,
     underMpi,
     // 16 MiB, not Horovod's 64: packing costs two copies, and past 16 MiB the copies (and MPI's
     // own large-message path) cost more than the per-collective latency fusion saves (docs/performance.md).
-    fusionThresholdBytes: o.fusionThresholdBytes ?? envInt(env, 'RINGREDUCE_FUSION_THRESHOLD_BYTES') ?? 16 * 1024 * 1024,
-    cacheCapacity: o.cacheCapacity ?? envInt(env, 'RINGREDUCE_CACHE_CAPACITY') ?? 1024,
+    fusionThresholdBytes: o.fusionThresholdBytes ?? envInt(env, kEnv.fusionThresholdBytes) ?? 16 * 1024 * 1024,
+    cacheCapacity: o.cacheCapacity ?? envInt(env, kEnv.cacheCapacity) ?? 1024,
     // 4 MiB: against 256 KiB, 16 MiB allreduces took 14-19 ms instead of 28 ms on 2 ranks and
     // 45-50 ms instead of 86-89 ms on 4 (docs/performance.md); fewer, larger messages win here.
-    segmentBytes: o.segmentBytes ?? envInt(env, 'RINGREDUCE_SEGMENT_BYTES', 1) ?? 4 * 1024 * 1024,
+    segmentBytes: o.segmentBytes ?? envInt(env, kEnv.segmentBytes, 1) ?? 4 * 1024 * 1024,
     // A burst of 100 calls takes about 1 ms here. Only bursts are held (a lone call never is), so
     // the hold delays just calls that a long computation follows within the same tick.
-    burstHoldMs: o.burstHoldMs ?? envInt(env, 'RINGREDUCE_BURST_HOLD_MS') ?? 2,
-    unixSockets: o.unixSockets ?? env.RINGREDUCE_UNIX_SOCKETS !== '0',
-    sharedMemory: o.sharedMemory ?? env.RINGREDUCE_SHARED_MEMORY !== '0',
-    timeline: o.timeline ?? (env.RINGREDUCE_TIMELINE || undefined),
+    burstHoldMs: o.burstHoldMs ?? envInt(env, kEnv.burstHoldMs) ?? 2,
+    unixSockets: o.unixSockets ?? env[kEnv.unixSockets] !== '0',
+    sharedMemory: o.sharedMemory ?? env[kEnv.sharedMemory] !== '0',
+    timeline: o.timeline ?? (env[kEnv.timeline] || undefined),
   });
 }

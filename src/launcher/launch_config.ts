@@ -1,0 +1,37 @@
+/** What the launcher's front (cli.ts) hands to the ways of running a job (run_job.ts, run_mpi.ts). */
+import type { EngineSettings } from './env_contract.js';
+import type { HostSlots } from './hosts.js';
+
+/** Everything a job needs, validated. */
+export interface LaunchConfig {
+  np: number;
+  /** Hosts and slots (-H or --hostfile); undefined: every rank on this machine. */
+  hosts: HostSlots[] | undefined;
+  /** The --hostfile path, for mpirun. */
+  hostfile: string | undefined;
+  command: string;
+  args: string[];
+  settings: EngineSettings;
+  outputDir: string | undefined;
+  verbose: boolean;
+  backend: 'tcp' | 'mpi';
+  ssh: { command: string[]; port?: number; identity?: string };
+  /** -x: variables for every rank (remote ones get only these and the contract). */
+  env: { name: string; value?: string }[];
+  networkInterface: string | undefined;
+  address: string | undefined;
+  storePort: number | undefined;
+}
+
+/** The process-wide things a run uses, passed in so that runs can be tested without a process of their own. */
+export interface RunIo {
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  stderrIsTty: boolean;
+  stdout(text: string): void;
+  stderr(text: string): void;
+  log(message: string): void;
+  debug(message: string): void;
+  /** Calls `handler` on every interrupt until the returned function is called. */
+  onInterrupt(handler: (signal: NodeJS.Signals) => void): () => void;
+}
