@@ -41,6 +41,18 @@ export interface Call {
   released?: () => void;
 }
 
+/**
+ * What the facade needs of an engine: the worker-thread client below, or an engine running in
+ * the caller's own thread (test/helpers: N ranks in one thread over the memory transport).
+ */
+export interface EngineLink {
+  /** Submits a call; the promise settles when every rank has run it (or it failed). */
+  submit(call: Call): Promise<Completion>;
+  /** Submits a call and blocks this thread until it settles. */
+  submitSync(call: Call): Completion;
+  shutdown(): Promise<void>;
+}
+
 interface PendingCall {
   resolve: (completion: Completion) => void;
   reject: (error: Error) => void;
@@ -50,7 +62,7 @@ interface PendingCall {
 
 const kWorkerUrl = new URL('../engine/worker.js', import.meta.url);
 
-export class EngineClient {
+export class EngineClient implements EngineLink {
   private readonly pending = new Map<number, PendingCall>();
   private nextId = 1;
   private closed = false;

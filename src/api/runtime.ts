@@ -10,7 +10,7 @@ import { InvalidArgumentError, ShutdownError } from '../core/errors.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { CollectiveOp, ReduceOp, ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
 import type { Request } from '../engine/messages.js';
-import { type Call, type Completion, EngineClient } from './engine_client.js';
+import { type Call, type Completion, EngineClient, type EngineLink } from './engine_client.js';
 import {
   checkOptions,
   type ParsedTensor,
@@ -92,7 +92,7 @@ export class RingReduce {
 
   private constructor(
     readonly config: Config,
-    private readonly engine: EngineClient,
+    private readonly engine: EngineLink,
   ) {}
 
   /**
@@ -103,6 +103,15 @@ export class RingReduce {
   static async init(options: InitOptions = {}): Promise<RingReduce> {
     const config = resolveConfig(options);
     return new RingReduce(config, await EngineClient.start(config));
+  }
+
+  /**
+   * A rank whose engine the caller has started itself (an engine in this thread, for tests that
+   * run N ranks over the memory transport). `config` must be the engine's. Not part of the
+   * public API.
+   */
+  static withEngine(config: Config, engine: EngineLink): RingReduce {
+    return new RingReduce(config, engine);
   }
 
   rank(): number {

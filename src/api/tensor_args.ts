@@ -4,7 +4,7 @@
  */
 import { dtypeOf, isFloat } from '../core/dtypes.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import type { DType, ReduceOp, TensorLike, TypedArray } from '../core/types.js';
+import { type DType, kReduceOps, type ReduceOp, type TensorLike, type TypedArray } from '../core/types.js';
 
 export interface ParsedTensor {
   data: TypedArray;
@@ -13,8 +13,6 @@ export interface ParsedTensor {
   /** Whether the caller passed { data, shape } (and so gets { data, shape } back). */
   shaped: boolean;
 }
-
-const kReduceOps: readonly ReduceOp[] = ['sum', 'average', 'min', 'max', 'product'];
 
 function describe(value: unknown): string {
   if (value === null) return 'null';

@@ -2,7 +2,9 @@
 
 export type DType = 'float32' | 'float64' | 'int8' | 'int16' | 'int32' | 'uint8' | 'uint16' | 'uint32' | 'int64' | 'uint64';
 
-export type ReduceOp = 'sum' | 'average' | 'min' | 'max' | 'product';
+/** The reduce ops, in wire order (append only): their index is their code in negotiation messages. */
+export const kReduceOps = ['sum', 'average', 'min', 'max', 'product'] as const;
+export type ReduceOp = (typeof kReduceOps)[number];
 
 export type CollectiveOp = 'allreduce' | 'allgather' | 'broadcast' | 'barrier';
 

@@ -12,12 +12,11 @@
 
 import { kDTypes } from '../core/dtypes.js';
 import { type ErrorClassName, ProtocolError } from '../core/errors.js';
-import type { CollectiveOp, DType, ReduceOp } from '../core/types.js';
+import { type CollectiveOp, type DType, kReduceOps } from '../core/types.js';
 import type { ControlMessage, Request, WireResponse } from './messages.js';
 
 const kTypes = ['requests', 'responses', 'ready', 'shutdown', 'shutdown-ack'] as const;
 const kOps: readonly CollectiveOp[] = ['allreduce', 'allgather', 'broadcast', 'barrier'];
-const kReduceOps: readonly ReduceOp[] = ['sum', 'average', 'min', 'max', 'product'];
 const kErrorKinds: readonly ErrorClassName[] = [
   'RingReduceError',
   'InvalidArgumentError',

@@ -71,18 +71,34 @@ export function bytesOf(view: ArrayBufferView): Uint8Array {
   return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
 }
 
+/** The collectives a backend may run natively (NativeCollectives). */
+export type NativeOp = 'allreduce' | 'allgather' | 'broadcast' | 'reducescatter' | 'alltoall' | 'reduce' | 'gather' | 'scatter';
+
 /**
- * Collectives a backend can run natively (MPI's tuned MPI_Allreduce, MPI_Allgatherv, MPI_Bcast).
- * The executor prefers them when the transport offers them; each works in place on `buf`, and
- * resolves once every rank has finished its part. A backend may offer a subset and return
- * `false` from `supports` for what it cannot do (the executor then runs the ring algorithm).
+ * Collectives a backend can run natively (MPI's tuned MPI_Allreduce, MPI_Allgatherv, ...). The
+ * executor prefers them when the transport offers them and `supports` says yes; otherwise it
+ * runs its own algorithm. Counts and offsets are in elements; blocks are laid out back to back
+ * in rank order. Each resolves once this rank's part is done; every rank of the job calls the
+ * same collective with the same counts, root and op.
  */
 export interface NativeCollectives {
-  supports(op: 'allreduce' | 'allgather' | 'broadcast', dtype: DType, reduceOp?: ReduceOp): boolean;
+  supports(op: NativeOp, dtype: DType, reduceOp?: ReduceOp): boolean;
+  /** In place on `buf`. */
   allreduce(buf: TypedArray, reduceOp: ReduceOp): Promise<void>;
-  /** `out` holds every rank's block at offsets given by `counts` (elements); this rank's block is in place. */
+  /** `out` holds every rank's block (counts[r] elements); this rank's block is already in place. */
   allgather(out: TypedArray, counts: readonly number[]): Promise<void>;
+  /** In place on `buf`: the root's values reach every rank. */
   broadcast(buf: TypedArray, root: number): Promise<void>;
+  /** `input` holds one block per rank (counts[r] elements); `output` (counts[rank]) gets this rank's block reduced over ranks. */
+  reducescatter?(input: TypedArray, output: TypedArray, counts: readonly number[], reduceOp: ReduceOp): Promise<void>;
+  /** `input` holds sendCounts[j] elements for rank j, in rank order; `output` gets recvCounts[j] from rank j, in rank order. */
+  alltoall?(input: TypedArray, sendCounts: readonly number[], output: TypedArray, recvCounts: readonly number[]): Promise<void>;
+  /** In place on the root's `buf` (MPI_IN_PLACE there); other ranks' `buf` is only read. */
+  reduce?(buf: TypedArray, reduceOp: ReduceOp, root: number): Promise<void>;
+  /** The root's `out` gets every rank's block (counts[r] elements, its own already in place); others pass their block as `input`. */
+  gather?(input: TypedArray, out: TypedArray | undefined, counts: readonly number[], root: number): Promise<void>;
+  /** The root's `input` holds one block per rank (counts[r]); every rank's `output` (counts[rank]) gets its block. */
+  scatter?(input: TypedArray | undefined, output: TypedArray, counts: readonly number[], root: number): Promise<void>;
 }
 
 /** A transport that also runs some collectives natively exposes them as `native`. */
