@@ -5,63 +5,25 @@
  */
 import { BufferPool } from '../core/buffer_pool.js';
 import { type Config, type InitOptions, resolveConfig } from '../core/config.js';
-import { allocShared, bytesPerElement, viewOf } from '../core/dtypes.js';
+import { allocShared } from '../core/dtypes.js';
 import { InvalidArgumentError, ShutdownError } from '../core/errors.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
-import type { CollectiveOp, ReduceOp, ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
-import type { Request } from '../engine/messages.js';
-import { type Call, type Completion, EngineClient, type EngineLink } from './engine_client.js';
-import {
-  checkOptions,
-  type ParsedTensor,
-  parseGatherOut,
-  parseName,
-  parseOut,
-  parseReduceOp,
-  parseRoot,
-  parseTensor,
-} from './tensor_args.js';
+import type { TensorLike, TypedArray } from '../core/types.js';
+import type { CollectiveOp, Request } from '../engine/messages.js';
+import { unnamedName } from '../engine/ops/registry.js';
+import type { CallContext, Prepared, Result } from './call.js';
+import { EngineClient, type EngineLink } from './engine_client.js';
+import { type AllgatherOptions, prepareAllgather } from './ops/allgather.js';
+import { type AllreduceOptions, prepareAllreduce } from './ops/allreduce.js';
+import { type BarrierOptions, prepareBarrier } from './ops/barrier.js';
+import { type BroadcastOptions, prepareBroadcast } from './ops/broadcast.js';
+import type { ParsedTensor } from './tensor_args.js';
 
-export interface AllreduceOptions {
-  /** Same name on every rank = same collective. Default: named by call order per op. */
-  name?: string;
-  /** Default 'sum'. 'average' needs a float dtype. */
-  op?: ReduceOp;
-  /**
-   * Write the result here (same dtype and length, SharedArrayBuffer-backed; may be the input)
-   * instead of into fresh memory: a loop that reuses it skips the page faults of new memory.
-   */
-  out?: TypedArray;
-}
-export interface AllgatherOptions {
-  name?: string;
-  /**
-   * Write the result here instead of into fresh memory (SharedArrayBuffer-backed, the tensor's
-   * dtype, exactly as long as the gathered result: the sum of every rank's first dimension times
-   * the elements per row). A wrong length fails on every rank with InvalidArgumentError.
-   */
-  out?: TypedArray;
-}
-export interface BroadcastOptions {
-  name?: string;
-  /** The rank whose tensor every rank receives. Default 0. */
-  root?: number;
-  /** As for allreduce: where the result goes, reused across calls. */
-  out?: TypedArray;
-}
-export interface BarrierOptions {
-  name?: string;
-}
-
-/** A typed array in gives the same class out; { data, shape } in gives { data, shape } out. */
-export type Result<T extends TensorLike> = T extends TypedArray ? T : T extends ShapedTensor<infer D> ? ShapedTensor<D> : never;
-
-/** A collective prepared on the caller's thread: the request and the buffers it owns. */
-interface Prepared extends Call {
-  /** Pooled memory `buffer` views (allgather's input copy), returned to the pool once the call settles. */
-  staging?: SharedArrayBuffer;
-  finish: (completion: Completion) => unknown;
-}
+export type { Result } from './call.js';
+export type { AllgatherOptions } from './ops/allgather.js';
+export type { AllreduceOptions } from './ops/allreduce.js';
+export type { BarrierOptions } from './ops/barrier.js';
+export type { BroadcastOptions } from './ops/broadcast.js';
 
 /**
  * Allgather input copies kept for reuse, at most (in free buffers): enough for the input of a
@@ -70,12 +32,8 @@ interface Prepared extends Call {
 const kStagingRetainBytes = 256 * 1024 * 1024;
 
 export class RingReduce {
-  private readonly unnamedCounters: Record<CollectiveOp, number> = {
-    allreduce: 0,
-    allgather: 0,
-    broadcast: 0,
-    barrier: 0,
-  };
+  /** How many unnamed calls of each op this rank has made: ranks match them by this order. */
+  private readonly unnamedCounters = new Map<CollectiveOp, number>();
   private readonly inFlight = new Set<string>();
   /**
    * Fresh outputs are SharedArrayBuffers, which V8 is slow to free: see shared_memory_reclaimer.ts.
@@ -90,10 +48,30 @@ export class RingReduce {
   private readonly staging = new BufferPool<SharedArrayBuffer>(kStagingRetainBytes, (bytes) => new SharedArrayBuffer(bytes));
   private shutDown = false;
 
+  /** What the ops' preparations (api/ops/) need from this rank. */
+  private readonly context: CallContext;
+
   private constructor(
     readonly config: Config,
     private readonly engine: EngineLink,
-  ) {}
+  ) {
+    this.context = {
+      rank: config.rank,
+      size: config.size,
+      nameFor: (op, name) => {
+        if (name !== undefined) return name;
+        const n = this.unnamedCounters.get(op) ?? 0;
+        this.unnamedCounters.set(op, n + 1);
+        return unnamedName(op, n);
+      },
+      fresh: (t: ParsedTensor, length = t.data.length): TypedArray => {
+        const array = allocShared(t.dtype, length);
+        this.reclaimer.release(array.byteLength);
+        return array;
+      },
+      staging: this.staging,
+    };
+  }
 
   /**
    * Joins the job described by the environment (see docs/env.md), or by `options`, which win.
@@ -139,11 +117,11 @@ export class RingReduce {
    */
   async allreduce<T extends TensorLike>(tensor: T, options?: AllreduceOptions): Promise<Result<T>> {
     // The synchronous part of an async function runs at call time: the input is copied now.
-    return this.run(this.prepareAllreduce(tensor, options)) as Promise<Result<T>>;
+    return this.run(prepareAllreduce(this.context, tensor, options)) as Promise<Result<T>>;
   }
   /** allreduce that blocks the calling thread (only) until done. */
   allreduceSync<T extends TensorLike>(tensor: T, options?: AllreduceOptions): Result<T> {
-    return this.runSync(this.prepareAllreduce(tensor, options)) as Result<T>;
+    return this.runSync(prepareAllreduce(this.context, tensor, options)) as Result<T>;
   }
 
   /**
@@ -152,10 +130,10 @@ export class RingReduce {
    * @example const all = await rr.allgather({ data: rows, shape: [n, 4] }); // all.shape = [Σn, 4]
    */
   async allgather<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Promise<Result<T>> {
-    return this.run(this.prepareAllgather(tensor, options)) as Promise<Result<T>>;
+    return this.run(prepareAllgather(this.context, tensor, options)) as Promise<Result<T>>;
   }
   allgatherSync<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Result<T> {
-    return this.runSync(this.prepareAllgather(tensor, options)) as Result<T>;
+    return this.runSync(prepareAllgather(this.context, tensor, options)) as Result<T>;
   }
 
   /**
@@ -164,18 +142,18 @@ export class RingReduce {
    * @example const w = await rr.broadcast(weights, { root: 0, name: 'weights' });
    */
   async broadcast<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Promise<Result<T>> {
-    return this.run(this.prepareBroadcast(tensor, options)) as Promise<Result<T>>;
+    return this.run(prepareBroadcast(this.context, tensor, options)) as Promise<Result<T>>;
   }
   broadcastSync<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Result<T> {
-    return this.runSync(this.prepareBroadcast(tensor, options)) as Result<T>;
+    return this.runSync(prepareBroadcast(this.context, tensor, options)) as Result<T>;
   }
 
   /** Resolves once every rank has called barrier. */
   async barrier(options?: BarrierOptions): Promise<void> {
-    await this.run(this.prepareBarrier(options));
+    await this.run(prepareBarrier(this.context, options));
   }
   barrierSync(options?: BarrierOptions): void {
-    this.runSync(this.prepareBarrier(options));
+    this.runSync(prepareBarrier(this.context, options));
   }
 
   /**
@@ -186,89 +164,6 @@ export class RingReduce {
     if (this.shutDown) return;
     this.shutDown = true;
     await this.engine.shutdown();
-  }
-
-  private prepareAllreduce(tensor: unknown, options: unknown): Prepared {
-    const o = checkOptions(options, ['name', 'op', 'out']);
-    const t = parseTensor(tensor);
-    const reduceOp = parseReduceOp(o.op, t.dtype);
-    const out = parseOut(o.out, t);
-    const output = out ?? this.fresh(t);
-    if (output !== t.data) output.set(t.data as never);
-    const prepared = this.prepared('allreduce', parseName(o.name), t, reduceOp, -1, output);
-    if (!out) prepared.fresh = true;
-    return prepared;
-  }
-
-  private prepareAllgather(tensor: unknown, options: unknown): Prepared {
-    const o = checkOptions(options, ['name', 'out']);
-    const t = parseTensor(tensor);
-    if (t.shape.length === 0) {
-      throw new InvalidArgumentError('tensor of allgather must have at least one dimension (it is concatenated along the first)');
-    }
-    const out = parseGatherOut(o.out, t);
-    const staging = this.staging.acquire(t.data.length * bytesPerElement(t.dtype));
-    const input = viewOf(t.dtype, staging, 0, t.data.length);
-    input.set(t.data as never);
-    const prepared = this.prepared('allgather', parseName(o.name), t, 'sum', -1, input, out);
-    if (out) prepared.request.outLength = out.length;
-    prepared.staging = staging;
-    return prepared;
-  }
-
-  private prepareBroadcast(tensor: unknown, options: unknown): Prepared {
-    const o = checkOptions(options, ['name', 'root', 'out']);
-    const t = parseTensor(tensor);
-    const root = parseRoot(o.root, this.config.size);
-    const out = parseOut(o.out, t);
-    const output = out ?? this.fresh(t);
-    if (root === this.config.rank && output !== t.data) output.set(t.data as never);
-    const prepared = this.prepared('broadcast', parseName(o.name), t, 'sum', root, output);
-    if (!out) prepared.fresh = true;
-    return prepared;
-  }
-
-  /** Fresh shared memory for the engine to work on; counted so that it is freed in time. */
-  private fresh(t: ParsedTensor): TypedArray {
-    const array = allocShared(t.dtype, t.data.length);
-    this.reclaimer.release(array.byteLength);
-    return array;
-  }
-
-  private prepareBarrier(options: unknown): Prepared {
-    const o = checkOptions(options, ['name']);
-    const request: Request = {
-      name: this.nameFor('barrier', parseName(o.name)),
-      op: 'barrier',
-      dtype: 'uint8',
-      shape: [0],
-      reduceOp: 'sum',
-      root: -1,
-    };
-    return { request, buffer: undefined, finish: () => undefined };
-  }
-
-  private prepared(
-    op: CollectiveOp,
-    name: string | undefined,
-    t: ParsedTensor,
-    reduceOp: ReduceOp,
-    root: number,
-    buffer: TypedArray,
-    output?: TypedArray,
-  ): Prepared {
-    const request: Request = { name: this.nameFor(op, name), op, dtype: t.dtype, shape: t.shape, reduceOp, root };
-    const finish = (completion: Completion) => {
-      const data = completion.output ?? output ?? buffer;
-      const shape = completion.shape ?? t.shape;
-      return t.shaped ? { data, shape } : data;
-    };
-    return output ? { request, buffer, output, finish } : { request, buffer, finish };
-  }
-
-  private nameFor(op: CollectiveOp, name: string | undefined): string {
-    // Unnamed calls are matched across ranks by their order per op; '#' keeps them apart from user names.
-    return name ?? `${op}#${this.unnamedCounters[op]++}`;
   }
 
   private claimName(request: Request): void {

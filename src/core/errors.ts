@@ -56,6 +56,9 @@ const kClasses = {
 
 export type ErrorClassName = keyof typeof kClasses;
 
+/** The error classes in a fixed order: an index is a class's code on the wire (append only). */
+export const kErrorClassNames = Object.keys(kClasses) as ErrorClassName[];
+
 /** A plain record of an error, for crossing thread and network boundaries. */
 export interface ErrorRecord {
   kind: ErrorClassName;

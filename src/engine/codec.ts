@@ -4,191 +4,34 @@
  * Layout: one byte of message type, then the body. A response starts with its kind (0 execute,
  * 1 error, 2 a list of u32 cache ids); a ready report is its round and a bit-vector of cache ids
  * (bit i of byte i >> 3 is id i), so a hundred ready tensors cost 13 bytes, then the eager
- * buffers (id and bytes). Strings are a u32 byte length and UTF-8;
- * numbers are little-endian; dimensions are f64 so any safe integer fits. The decoder checks
- * every length against the bytes it has and throws ProtocolError on anything malformed: a peer
- * can never make it read out of bounds or allocate without limit.
+ * buffers (id and bytes). A request is its name, operation, dtype and shape, then the fields its
+ * operation's spec adds (ops/); an execute response carries the ruling request and the per-rank
+ * counts. The primitives, and the decoder's bounds checks, are in wire.ts.
  */
 
 import { kDTypes } from '../core/dtypes.js';
-import { type ErrorClassName, ProtocolError } from '../core/errors.js';
-import { type CollectiveOp, type DType, kReduceOps } from '../core/types.js';
+import { kErrorClassNames } from '../core/errors.js';
 import type { ControlMessage, Request, WireResponse } from './messages.js';
+import { kCollectiveOps, specOf } from './ops/registry.js';
+import { codeOf, Reader, readCounts, readShape, Writer, writeCounts, writeShape } from './wire.js';
 
 const kTypes = ['requests', 'responses', 'ready', 'shutdown', 'shutdown-ack'] as const;
-const kOps: readonly CollectiveOp[] = ['allreduce', 'allgather', 'broadcast', 'barrier'];
-const kErrorKinds: readonly ErrorClassName[] = [
-  'RingReduceError',
-  'InvalidArgumentError',
-  'MismatchError',
-  'PeerFailureError',
-  'TimeoutError',
-  'ShutdownError',
-  'ProtocolError',
-];
-const kMaxDims = 64;
-
-class Writer {
-  private bytes = new Uint8Array(256);
-  private view = new DataView(this.bytes.buffer);
-  private offset = 0;
-  private static readonly encoder = new TextEncoder();
-
-  private reserve(n: number): void {
-    if (this.offset + n <= this.bytes.length) return;
-    const grown = new Uint8Array(Math.max(this.bytes.length * 2, this.offset + n));
-    grown.set(this.bytes.subarray(0, this.offset));
-    this.bytes = grown;
-    this.view = new DataView(grown.buffer);
-  }
-  u8(v: number): void {
-    this.reserve(1);
-    this.view.setUint8(this.offset, v);
-    this.offset += 1;
-  }
-  u32(v: number): void {
-    this.reserve(4);
-    this.view.setUint32(this.offset, v, true);
-    this.offset += 4;
-  }
-  i32(v: number): void {
-    this.reserve(4);
-    this.view.setInt32(this.offset, v, true);
-    this.offset += 4;
-  }
-  f64(v: number): void {
-    this.reserve(8);
-    this.view.setFloat64(this.offset, v, true);
-    this.offset += 8;
-  }
-  str(s: string): void {
-    const encoded = Writer.encoder.encode(s);
-    this.u32(encoded.length);
-    this.reserve(encoded.length);
-    this.bytes.set(encoded, this.offset);
-    this.offset += encoded.length;
-  }
-  bytesOf(b: Uint8Array): void {
-    this.u32(b.length);
-    this.reserve(b.length);
-    this.bytes.set(b, this.offset);
-    this.offset += b.length;
-  }
-  finish(): Uint8Array {
-    return this.bytes.slice(0, this.offset);
-  }
-}
-
-class Reader {
-  private readonly view: DataView;
-  private offset = 0;
-  private static readonly decoder = new TextDecoder('utf-8', { fatal: true });
-
-  constructor(private readonly bytes: Uint8Array) {
-    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  }
-  private need(n: number, what: string): void {
-    if (this.offset + n > this.bytes.length) {
-      throw new ProtocolError(`control message truncated while reading ${what} at byte ${this.offset}`);
-    }
-  }
-  u8(what: string): number {
-    this.need(1, what);
-    return this.view.getUint8(this.offset++);
-  }
-  u32(what: string): number {
-    this.need(4, what);
-    const v = this.view.getUint32(this.offset, true);
-    this.offset += 4;
-    return v;
-  }
-  i32(what: string): number {
-    this.need(4, what);
-    const v = this.view.getInt32(this.offset, true);
-    this.offset += 4;
-    return v;
-  }
-  f64(what: string): number {
-    this.need(8, what);
-    const v = this.view.getFloat64(this.offset, true);
-    this.offset += 8;
-    return v;
-  }
-  str(what: string): string {
-    const n = this.u32(`${what} length`);
-    this.need(n, what);
-    const s = this.offset;
-    this.offset += n;
-    try {
-      return Reader.decoder.decode(this.bytes.subarray(s, s + n));
-    } catch {
-      throw new ProtocolError(`control message has invalid UTF-8 in ${what}`);
-    }
-  }
-  bytesOf(what: string): Uint8Array {
-    const n = this.u32(`${what} length`);
-    this.need(n, what);
-    const s = this.offset;
-    this.offset += n;
-    return this.bytes.subarray(s, s + n);
-  }
-  /** A count of items that each take at least `minBytes`: bounded by what is left. */
-  count(what: string, minBytes: number): number {
-    const n = this.u32(what);
-    if (n * minBytes > this.bytes.length - this.offset) {
-      throw new ProtocolError(`control message claims ${n} ${what}, more than its bytes hold`);
-    }
-    return n;
-  }
-  enumOf<T>(table: readonly T[], what: string): T {
-    const code = this.u8(what);
-    const value = table[code];
-    if (value === undefined) throw new ProtocolError(`control message has unknown ${what} code ${code}`);
-    return value;
-  }
-  dim(what: string): number {
-    const v = this.f64(what);
-    if (!Number.isSafeInteger(v) || v < 0) throw new ProtocolError(`control message has invalid ${what} ${v}`);
-    return v;
-  }
-  end(): void {
-    if (this.offset !== this.bytes.length) {
-      throw new ProtocolError(`control message has ${this.bytes.length - this.offset} trailing bytes`);
-    }
-  }
-}
-
-function code<T>(table: readonly T[], value: T): number {
-  return table.indexOf(value);
-}
 
 function writeRequest(w: Writer, r: Request): void {
   w.str(r.name);
-  w.u8(code(kOps, r.op));
-  w.u8(code(kDTypes, r.dtype));
-  w.u8(code(kReduceOps, r.reduceOp));
-  w.i32(r.root);
-  w.u8(r.shape.length);
-  for (const d of r.shape) w.f64(d);
-  w.f64(r.outLength ?? -1);
+  w.u8(codeOf(kCollectiveOps, r.op));
+  w.u8(codeOf(kDTypes, r.dtype));
+  writeShape(w, r.shape);
+  specOf(r).write(w, r);
 }
 
 function readRequest(r: Reader): Request {
   const name = r.str('tensor name');
-  const op = r.enumOf(kOps, 'op');
-  const dtype = r.enumOf(kDTypes, 'dtype') as DType;
-  const reduceOp = r.enumOf(kReduceOps, 'reduce op');
-  const root = r.i32('root');
-  const ndim = r.u8('rank of shape');
-  if (ndim > kMaxDims) throw new ProtocolError(`control message has a shape of ${ndim} dimensions`);
-  const shape: number[] = [];
-  for (let i = 0; i < ndim; i++) shape.push(r.dim('dimension'));
-  const outLength = r.f64('out length');
-  if (outLength === -1) return { name, op, dtype, shape, reduceOp, root };
-  if (!Number.isSafeInteger(outLength) || outLength < 0) {
-    throw new ProtocolError(`control message has an out length of ${outLength}`);
-  }
-  return { name, op, dtype, shape, reduceOp, root, outLength };
+  const op = r.enumOf(kCollectiveOps, 'op');
+  const dtype = r.enumOf(kDTypes, 'dtype');
+  const shape = readShape(r, 'shape');
+  const base = { name, op, dtype, shape };
+  return specOf(base as Request).read(r, base as never);
 }
 
 function writeResponse(w: Writer, r: WireResponse): void {
@@ -202,14 +45,10 @@ function writeResponse(w: Writer, r: WireResponse): void {
   w.u32(r.names.length);
   for (const n of r.names) w.str(n);
   if (r.kind === 'execute') {
-    w.u8(code(kOps, r.op));
-    w.u8(code(kDTypes, r.dtype));
-    w.u8(code(kReduceOps, r.reduceOp));
-    w.i32(r.root);
-    w.u32(r.firstDims.length);
-    for (const d of r.firstDims) w.f64(d);
+    writeRequest(w, r.request);
+    writeCounts(w, r.counts);
   } else {
-    w.u8(code(kErrorKinds, r.errorKind));
+    w.u8(codeOf(kErrorClassNames, r.errorKind));
     w.str(r.message);
     // 0 ranks means every rank: a stall always has at least one rank that submitted.
     w.u32(r.ranks?.length ?? 0);
@@ -219,7 +58,7 @@ function writeResponse(w: Writer, r: WireResponse): void {
 
 function readResponse(r: Reader): WireResponse {
   const kind = r.u8('response kind');
-  if (kind > 2) throw new ProtocolError(`control message has unknown response kind ${kind}`);
+  if (kind > 2) r.fail(`unknown response kind ${kind}`);
   if (kind === 2) {
     const n = r.count('cache ids', 4);
     const ids: number[] = [];
@@ -230,7 +69,7 @@ function readResponse(r: Reader): WireResponse {
   const names: string[] = [];
   for (let i = 0; i < count; i++) names.push(r.str('tensor name'));
   if (kind === 1) {
-    const errorKind = r.enumOf(kErrorKinds, 'error kind');
+    const errorKind = r.enumOf(kErrorClassNames, 'error kind');
     const message = r.str('error message');
     const n = r.count('error ranks', 4);
     if (n === 0) return { kind: 'error', names, errorKind, message };
@@ -238,19 +77,14 @@ function readResponse(r: Reader): WireResponse {
     for (let i = 0; i < n; i++) ranks.push(r.u32('error rank'));
     return { kind: 'error', names, errorKind, message, ranks };
   }
-  const op = r.enumOf(kOps, 'op');
-  const dtype = r.enumOf(kDTypes, 'dtype') as DType;
-  const reduceOp = r.enumOf(kReduceOps, 'reduce op');
-  const root = r.i32('root');
-  const n = r.count('first dimensions', 8);
-  const firstDims: number[] = [];
-  for (let i = 0; i < n; i++) firstDims.push(r.dim('first dimension'));
-  return { kind: 'execute', names, op, dtype, reduceOp, root, firstDims };
+  const request = readRequest(r);
+  const counts = readCounts(r, 'per-rank counts');
+  return { kind: 'execute', names, request, counts };
 }
 
 export function encodeControl(message: ControlMessage): Uint8Array {
   const w = new Writer();
-  w.u8(kTypes.indexOf(message.type));
+  w.u8(codeOf(kTypes, message.type));
   if (message.type === 'requests') {
     w.u32(message.requests.length);
     for (const r of message.requests) writeRequest(w, r);
@@ -277,7 +111,7 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
   const type = r.enumOf(kTypes, 'message type');
   let message: ControlMessage;
   if (type === 'requests') {
-    const n = r.count('requests', 12);
+    const n = r.count('requests', 7);
     const requests: Request[] = [];
     for (let i = 0; i < n; i++) requests.push(readRequest(r));
     message = { type, requests };

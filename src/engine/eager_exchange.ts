@@ -9,10 +9,9 @@
  * reduces them locally in rank order (algorithms/rank_order_reduce.ts): the collective costs one
  * one-way message and no run of an algorithm.
  *
- * Which tensors: allreduces of at most `kEagerMaxBytes` (a loss, a few metrics) in jobs of at most `kEagerMaxRanks`
- * ranks; the rule depends only on the cached request, so every rank makes the same choice. Each
- * rank sends (N-1)·M bytes instead of recursive doubling's log2(N)·M: a good trade while M is
- * small and N modest.
+ * Which tensors: those whose operation's spec says they fit (ops/allreduce.ts: allreduces of at
+ * most 64 bytes, a loss or a few metrics, in jobs of at most 8 ranks); the rule depends only on
+ * the cached request, so every rank makes the same choice.
  *
  * Data is sent once per submission: when the id is first reported after it became ready.
  * Receivers keep each buffer with the round of the report that carried it. With 3 or more ranks
@@ -21,17 +20,11 @@
  * report for r. Closing round r therefore takes, per peer, the latest buffer reported for round
  * r or earlier (a resubmission after a failure replaces a stale one) and keeps later ones.
  */
-import { bytesPerElement, constructorOf } from '../core/dtypes.js';
+import { constructorOf } from '../core/dtypes.js';
 import type { TypedArray } from '../core/types.js';
 import type { Request } from './messages.js';
+import { specOf } from './ops/registry.js';
 
-/**
- * Measured here (2 ranks, 600 calls, alternating runs): a 4 B allreduce took 380-580 µs eager
- * against 790-830 µs through the algorithms, but from 1 KiB on eager was no faster, and at 4-16
- * KiB slower (16 KiB: 920-940 against 690-720 µs). So: scalars and small metric vectors only.
- */
-export const kEagerMaxBytes = 64;
-export const kEagerMaxRanks = 8;
 /** Eager bytes in one report, far below the transports' control message limit (16 MiB over TCP). */
 export const kEagerMaxReportBytes = 1024 * 1024;
 
@@ -51,11 +44,9 @@ export class EagerExchange {
     private readonly size: number,
   ) {}
 
-  /** Whether `request` travels eagerly (the same answer on every rank). */
+  /** Whether `request` travels eagerly (its spec decides, the same way on every rank). */
   isEager(request: Request): boolean {
-    if (request.op !== 'allreduce' || this.size < 2 || this.size > kEagerMaxRanks) return false;
-    const elements = request.shape.reduce((a, b) => a * b, 1);
-    return elements * bytesPerElement(request.dtype) <= kEagerMaxBytes;
+    return specOf(request).eager?.fits(request, this.size) ?? false;
   }
 
   /**

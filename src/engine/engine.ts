@@ -8,7 +8,7 @@
  * number of rounds after which they run, so the two streams interleave identically on every
  * rank and every rank executes one agreed sequence.
  *
- * and owns the stages (TensorQueue, Coordinator on rank 0, Executor) and the transport. It
+ * and owns the stages (TensorQueue, rank 0's decisions, the ready path, Executor) and the transport. It
  * wakes only on events: a request from the caller's thread, a control message from a peer, a
  * finished algorithm or a timer with a deadline; an idle engine uses no CPU.
  *
@@ -17,7 +17,6 @@
  * Mismatches and stalls fail only the collectives concerned; the job goes on.
  */
 
-import { reduceInRankOrder } from '../algorithms/rank_order_reduce.js';
 import { type KernelSelector, selectKernel } from '../algorithms/reduce.js';
 import { createWasmKernels } from '../algorithms/reduce_wasm.js';
 import type { Config } from '../core/config.js';
@@ -28,35 +27,23 @@ import { Timeline, timelinePathFor } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
 import type { BurstGate } from './burst_gate.js';
 import { decodeControl, encodeControl } from './codec.js';
-import { Coordinator } from './coordinator.js';
-import { EagerExchange } from './eager_exchange.js';
 import { Executor } from './executor.js';
-import { planFusion } from './fusion.js';
-import type { ControlMessage, ExecuteResponse, Request, Response, WireResponse } from './messages.js';
-import { type ClosedRound, ReadyRounds } from './ready_rounds.js';
+import type { ControlMessage, ExecuteResponse, Request, Response } from './messages.js';
+import { type Decision, Rank0Decisions } from './rank0_decisions.js';
+import { ReadyPath } from './ready_path.js';
 import { ResponseCache } from './response_cache.js';
 import { type Entry, TensorQueue } from './tensor_queue.js';
 import type { FromEngine } from './worker_protocol.js';
 
 const kCoordinator = 0;
-/**
- * How long a rank with nothing pending may hold back its answer to a round a peer opened
- * (ready_rounds.ts): long enough to cover a training step's skew between ranks, short next to
- * stall timeouts (rank 0 learns who waits for whom only from closed rounds).
- */
-const kAnswerGraceMs = 100;
-
-/** A batch of rank 0's decisions, as received (cache ids expanded). */
-interface Decision {
-  afterRounds: number;
-  evict: number[];
-  responses: Response[];
-}
 
 export class Engine {
   private readonly queue = new TensorQueue();
   private readonly executor: Executor;
-  private readonly coordinator: Coordinator | undefined;
+  private readonly cache: ResponseCache;
+  private readonly ready: ReadyPath;
+  /** Rank 0 only. */
+  private readonly rank0: Rank0Decisions | undefined;
   private outbox: Request[] = [];
   private flushScheduled = false;
   /** Runs executions one after another, in the agreed order. */
@@ -65,28 +52,17 @@ export class Engine {
   private closing = false;
   private shutdownAcked: (() => void) | undefined;
   private readonly failedPeers = new Set<number>();
-  /** Settles when the coordinator's last message has been handed to the OS on every link. */
-  private lastPublish: Promise<unknown> = Promise.resolve();
   private readonly timeline: Timeline | undefined;
-  private readonly cache: ResponseCache;
-  private readonly rounds: ReadyRounds;
-  private readonly eager: EagerExchange;
-  private readonly kernels: KernelSelector;
   /** Rank 0's decisions received and not yet run: each waits until its round count is reached. */
   private readonly decisions: Decision[] = [];
   private advancing = false;
   private advanceAgain = false;
-  /** Bounds how long this rank, with nothing pending, holds back its answer to a peer's round. */
-  private answerTimer: NodeJS.Timeout | undefined;
-  /** Rank 0: what it will publish next (the coordinator's responses, cache evictions). */
-  private readonly undecided: { responses: Response[]; evict: number[] } = { responses: [], evict: [] };
   /** Collects this thread's handles of fresh memory it is done with (see SharedMemoryReclaimer). */
   private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true });
   /** Collectives submitted and not yet settled; while any are, the transport watches the peers. */
   private readonly unsettled = new Set<number>();
   private leaving = false;
-  /** Ready rounds closed and rank 0 decisions run (for tests and diagnostics). */
-  readonly negotiation = { rounds: 0, agreedInRounds: 0, decisions: 0 };
+  private decisionsRun = 0;
 
   constructor(
     private readonly config: Config,
@@ -97,39 +73,46 @@ export class Engine {
     private readonly burstGate?: BurstGate,
   ) {
     this.cache = new ResponseCache(config.cacheCapacity);
-    this.rounds = new ReadyRounds(
-      config.rank,
-      config.size,
-      (round, ids) => this.report(round, ids),
-      // Pending means reported: requests not flushed yet (the burst gate may be holding them)
-      // cannot be in an answer, so a rank with only those holds its answer until the flush.
-      () => this.queue.size > this.outbox.length || this.closing || this.failure !== undefined,
-    );
-    this.eager = new EagerExchange(config.rank, config.size);
-    this.kernels = createWasmKernels() ?? selectKernel;
+    const kernels: KernelSelector = createWasmKernels() ?? selectKernel;
     if (config.timeline) {
       const path = config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline;
       this.timeline = new Timeline(path, config.rank);
     }
     this.executor = new Executor(transport, {
-      kernels: this.kernels,
+      kernels,
       fusionThresholdBytes: config.fusionThresholdBytes,
       segmentBytes: config.segmentBytes,
       timeline: this.timeline,
     });
     if (config.rank === kCoordinator) {
-      this.coordinator = new Coordinator({
-        size: config.size,
-        stallTimeoutMs: config.stallTimeoutMs,
-        stallWarningMs: config.stallWarningMs,
-        publish: (responses) => this.decide(responses),
-        publishShutdown: () => {
-          this.lastPublish = this.broadcastControl({ type: 'shutdown-ack' });
-          this.shutdownAcked?.();
+      this.rank0 = new Rank0Decisions(
+        config,
+        this.cache,
+        this.queue,
+        {
+          rounds: () => this.ready,
+          broadcast: (message) => this.broadcastControl(message),
+          decided: (decision) => {
+            this.decisions.push(decision);
+            this.advance();
+          },
+          allShutDown: () => this.shutdownAcked?.(),
         },
         logger,
-      });
+      );
     }
+    this.ready = new ReadyPath(config, this.cache, this.queue, this.executor, this.rank0?.stalls, {
+      broadcast: (message) => void this.broadcastControl(message),
+      // Pending means reported: requests not flushed yet (the burst gate may be holding them)
+      // cannot be in an answer, so a rank with only those holds its answer until the flush.
+      busy: () => this.queue.size > this.outbox.length || this.closing || this.failure !== undefined,
+      schedule: (response) => this.schedule(response),
+      post: (message) => this.post(message),
+      releasedFresh: (bytes) => this.reclaimer.release(bytes),
+      agreed: (requests) => this.timeline && this.markPhase(requests, 'NEGOTIATE', 'reportedUs', 'agreedUs'),
+      fail: (error) => this.fail(error),
+      advance: () => this.advance(),
+    });
     transport.onControl((peer, payload) => this.onControl(peer, payload));
     transport.onPeerFailure((peer, error) => this.onPeerFailure(peer, error));
   }
@@ -162,9 +145,9 @@ export class Engine {
     await this.chain;
     if (!this.failure && this.config.size > 1) await this.leaveJob();
     // Closing destroys the sockets: let rank 0's shutdown-ack reach every rank first.
-    await this.lastPublish;
-    clearTimeout(this.answerTimer);
-    this.coordinator?.close();
+    await this.rank0?.lastPublish;
+    this.ready.close();
+    this.rank0?.close();
     this.executor.close();
     this.timeline?.close();
     await this.transport.close();
@@ -173,6 +156,16 @@ export class Engine {
   /** Executions run so far, and how many were fused (for tests and diagnostics). */
   get executionCounts(): Readonly<{ executions: number; fused: number }> {
     return this.executor.counts;
+  }
+
+  /** Ready rounds closed, collectives agreed in them, and rank 0 decisions run (for tests and diagnostics). */
+  get negotiation(): Readonly<{ rounds: number; agreedInRounds: number; decisions: number }> {
+    return { rounds: this.ready.counts.rounds, agreedInRounds: this.ready.counts.agreed, decisions: this.decisionsRun };
+  }
+
+  /** Requests and responses that travelled as cache ids (for tests and diagnostics). */
+  get cacheHits(): Readonly<{ requests: number; responses: number }> {
+    return this.cache.hits;
   }
 
   private async leaveJob(): Promise<void> {
@@ -217,7 +210,7 @@ export class Engine {
     for (const request of requests) {
       const id = this.cache.idOf(request);
       if (id === undefined) uncached.push(request);
-      else this.rounds.add(id);
+      else this.ready.add(id);
     }
     if (uncached.length > 0) this.sendToCoordinator({ type: 'requests', requests: uncached });
     this.advance();
@@ -225,7 +218,8 @@ export class Engine {
 
   /**
    * Runs what can run: rank 0's decisions whose round has come, and ready rounds as they close,
-   * in that interleaving. Called after anything that may let a round open or close.
+   * in that interleaving (rank0_decisions.ts says why it is the same on every rank). Called
+   * after anything that may let a round open or close.
    */
   private advance(): void {
     // Re-entered from within (rank 0 deciding while it runs a decision): let the outer loop go on.
@@ -239,113 +233,18 @@ export class Engine {
         this.advanceAgain = false;
         for (;;) {
           const next = this.decisions[0];
-          if (next !== undefined && next.afterRounds <= this.rounds.closed) {
+          if (next !== undefined && next.afterRounds <= this.ready.closed) {
             this.decisions.shift();
             this.runDecision(next);
             continue;
           }
-          if (this.failure) return;
-          const closed = this.rounds.advance();
-          if (!closed) break;
-          this.onRoundClosed(closed);
+          if (this.failure || !this.ready.closeNext()) break;
         }
       } while (this.advanceAgain);
     } finally {
       this.advancing = false;
     }
-    this.armAnswerTimer();
-  }
-
-  private armAnswerTimer(): void {
-    if (!this.rounds.holdingAnswer) {
-      clearTimeout(this.answerTimer);
-      this.answerTimer = undefined;
-    } else if (!this.answerTimer) {
-      this.answerTimer = setTimeout(() => {
-        this.answerTimer = undefined;
-        this.rounds.answerNow();
-        this.advance();
-      }, kAnswerGraceMs);
-    }
-  }
-
-  /** This rank's contribution to a ready round, with the buffers of its new eager ids. */
-  private report(round: number, ready: readonly number[]): readonly number[] {
-    const { ids, eager } = this.eager.outgoing(ready, (id) => {
-      const request = this.cache.request(id);
-      const entry = request && this.queue.get(request.name);
-      return entry?.buffer ? { request: entry.request, buffer: entry.buffer } : undefined;
-    });
-    this.broadcastControl({ type: 'ready', round, ids, eager });
-    return ids;
-  }
-
-  private onRoundClosed(round: ClosedRound): void {
-    this.negotiation.rounds++;
-    const responses: ExecuteResponse[] = [];
-    const elements = new Map<string, number>();
-    for (const id of round.agreed) {
-      // Agreed means this rank reported it too, so it holds it (an evicted id is blocked).
-      const request = this.cache.request(id);
-      const response = this.cache.expand([id]);
-      if (!request || !response) continue;
-      this.negotiation.agreedInRounds++;
-      if (this.eager.isEager(request)) {
-        this.finishEager(id, request, round.round);
-        continue;
-      }
-      responses.push(response);
-      elements.set(
-        request.name,
-        request.shape.reduce((a, b) => a * b, 1),
-      );
-    }
-    if (this.coordinator) {
-      const waiting: { request: Request; ranks: readonly number[] }[] = [];
-      for (const [id, ranks] of round.partial) {
-        const request = this.cache.request(id);
-        if (request) waiting.push({ request, ranks });
-      }
-      this.coordinator.watchCached(waiting);
-    }
-    for (const response of planFusion(responses, (name) => elements.get(name) ?? 0, this.config.fusionThresholdBytes)) {
-      this.schedule(response);
-    }
-  }
-
-  /** An agreed eager allreduce: every rank's buffer is here; reduce them in rank order, in place. */
-  private finishEager(id: number, request: Request, round: number): void {
-    if (this.timeline) this.markPhase([request], 'NEGOTIATE', 'reportedUs', 'agreedUs');
-    const entry = this.queue.take(request.name);
-    if (!entry?.buffer) {
-      this.eager.forget(id);
-      return;
-    }
-    const buffers = this.eager.take(id, round, request, entry.buffer);
-    if (!buffers) {
-      this.post({ type: 'failed', id: entry.id, error: toErrorRecord(new ShutdownError('ringreduce: the job broke')) });
-      this.fail(
-        new PeerFailureError(`a peer sent no or a wrongly sized eager buffer for tensor '${request.name}'`, kCoordinator),
-      );
-      return;
-    }
-    const t = this.timeline?.now() ?? 0;
-    reduceInRankOrder(buffers, entry.buffer, request.reduceOp, this.kernels);
-    this.timeline?.phase(request.name, 'REDUCE', t, { elements: entry.buffer.length });
-    this.post({ type: 'done', id: entry.id });
-    if (entry.fresh) this.reclaimer.release(entry.buffer.byteLength);
-  }
-
-  /** Rank 0: publishes the coordinator's responses (and any pending evictions) to every rank. */
-  private decide(responses: Response[]): void {
-    this.undecided.responses.push(...this.fuse(responses));
-    this.publishDecisions();
-  }
-
-  /** Rank 0: merges responses that can run as one (fusion.ts); the sizes come from its own queue. */
-  private fuse(responses: Response[]): Response[] {
-    const elementsOf = (name: string) => this.queue.get(name)?.buffer?.length ?? 0;
-    return planFusion(responses, elementsOf, this.config.fusionThresholdBytes);
+    this.ready.armAnswerTimer();
   }
 
   /** Timeline: ends phase `phase` (begun at `from`) of the named entries and starts the next at `to`. */
@@ -366,33 +265,11 @@ export class Engine {
   }
 
   private sendToCoordinator(message: ControlMessage): void {
-    if (this.coordinator) {
+    if (this.rank0) {
       this.handleAtCoordinator(this.config.rank, message);
       return;
     }
     this.transport.sendControl(kCoordinator, encodeControl(message)).catch((error) => this.fail(error));
-  }
-
-  /**
-   * Rank 0: sends what it decided to every rank, this one included. The decisions run once a
-   * rank has closed as many ready rounds as rank 0 has reached: if rank 0 has contributed to the
-   * open round, a peer may close that round before this message arrives but not the next one
-   * (rank 0's contribution to it travels behind this message), so every rank runs the decisions
-   * between the same two rounds.
-   */
-  private publishDecisions(): void {
-    const { responses, evict } = this.undecided;
-    if (responses.length === 0 && evict.length === 0) return;
-    this.undecided.responses = [];
-    this.undecided.evict = [];
-    const afterRounds = this.rounds.closed + (this.rounds.contributedToOpenRound ? 1 : 0);
-    const wire: WireResponse[] = responses.map((r) => {
-      const ids = this.cache.idsFor(r);
-      return ids ? { kind: 'cached' as const, ids } : r;
-    });
-    this.lastPublish = this.broadcastControl({ type: 'responses', afterRounds, evict, responses: wire });
-    this.decisions.push({ afterRounds, evict, responses });
-    this.advance();
   }
 
   /** Sends `message` to every peer still in the job; settles once the OS has them all. */
@@ -416,33 +293,15 @@ export class Engine {
     }
     if (message.type === 'requests' || message.type === 'shutdown') this.handleAtCoordinator(peer, message);
     else if (message.type === 'ready') {
-      this.eager.receive(peer, message.round, message.eager);
-      this.onReady(peer, message.round, message.ids);
+      this.ready.onReport(peer, message);
+      this.advance();
     } else if (peer === kCoordinator) this.handleAtRank(message);
   }
 
-  private onReady(peer: number, round: number, ids: number[]): void {
-    try {
-      this.rounds.onContribution(peer, round, ids);
-    } catch (error) {
-      this.fail(new PeerFailureError((error as Error).message, peer));
-      return;
-    }
-    this.advance();
-  }
-
   private handleAtCoordinator(rank: number, message: ControlMessage): void {
-    if (!this.coordinator) return;
-    if (message.type === 'requests') {
-      // A cached name asked for with other parameters: every rank drops it from its cache at
-      // one agreed place, and ranks holding it ready send it here in full (runDecision).
-      for (const request of message.requests) {
-        const id = this.cache.idOfName(request.name);
-        if (id !== undefined && !this.undecided.evict.includes(id)) this.undecided.evict.push(id);
-      }
-      this.coordinator.onRequests(rank, message.requests);
-      this.publishDecisions();
-    } else if (message.type === 'shutdown') this.coordinator.onShutdown(rank);
+    if (!this.rank0) return;
+    if (message.type === 'requests') this.rank0.onRequests(rank, message.requests);
+    else if (message.type === 'shutdown') this.rank0.onShutdown(rank);
   }
 
   private handleAtRank(message: ControlMessage): void {
@@ -451,7 +310,7 @@ export class Engine {
       for (const r of message.responses) {
         const response = r.kind === 'cached' ? this.cache.expand(r.ids) : r;
         if (!response) {
-          this.badCacheId(kCoordinator);
+          this.fail(new PeerFailureError(`rank ${kCoordinator} sent a response cache id this rank does not hold`, kCoordinator));
           return;
         }
         responses.push(response);
@@ -463,17 +322,14 @@ export class Engine {
     }
   }
 
-  /** Runs one batch of rank 0's decisions, at its agreed place (see publishDecisions). */
+  /** Runs one batch of rank 0's decisions, at its agreed place (see rank0_decisions.ts). */
   private runDecision(decision: Decision): void {
-    this.negotiation.decisions++;
+    this.decisionsRun++;
     const resend: Request[] = [];
     for (const id of decision.evict) {
       const request = this.cache.request(id);
       this.cache.evict(id);
-      this.eager.forget(id);
-      this.rounds.block(id);
-      if (request && this.rounds.has(id)) {
-        this.rounds.remove(id);
+      if (this.ready.evict(id) && request) {
         const entry = this.queue.get(request.name);
         if (entry) resend.push(entry.request);
       }
@@ -496,13 +352,9 @@ export class Engine {
         const entry = ours ? this.queue.take(name) : undefined;
         if (entry) this.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
         // A cached tensor that stalled: every rank drops it from the open round at this same
-        // place (block), and a newer submission is reported again, with its data.
+        // place, and a newer submission is reported again, with its data.
         const id = this.cache.idOfName(name);
-        if (id !== undefined) {
-          if (ours) this.rounds.remove(id);
-          this.rounds.block(id);
-          this.eager.withdraw(id);
-        }
+        if (id !== undefined) this.ready.failed(id, ours);
       }
       return;
     }
@@ -550,20 +402,11 @@ export class Engine {
     }
   }
 
-  private badCacheId(peer: number): void {
-    this.fail(new PeerFailureError(`rank ${peer} sent a response cache id this rank does not hold`, peer));
-  }
-
-  /** Requests and responses that travelled as cache ids (for tests and diagnostics). */
-  get cacheHits(): Readonly<{ requests: number; responses: number }> {
-    return this.cache.hits;
-  }
-
   private onPeerFailure(peer: number, error: PeerFailureError): void {
     this.failedPeers.add(peer);
     if (this.closing) {
       // A rank that leaves during shutdown is done, not failed.
-      this.coordinator?.onShutdown(peer);
+      this.rank0?.onShutdown(peer);
       if (peer === kCoordinator) this.shutdownAcked?.();
       return;
     }
@@ -582,8 +425,7 @@ export class Engine {
 
   private failAll(error: RingReduceError): void {
     this.outbox = [];
-    this.rounds.clear();
-    this.eager.clear();
+    this.ready.clear();
     for (const entry of this.queue.drain()) this.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
   }
 }

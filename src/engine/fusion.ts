@@ -4,16 +4,18 @@
  * response, one ring and one set of message latencies instead of 100.
  *
  * How it works: rank 0 plans, right before it publishes a list of responses: consecutive
- * allreduce responses with the same dtype and op are merged while their total stays at most
+ * responses of one operation whose spec gives them the same fusion key (ops/: allreduce's is its
+ * dtype and reduce op) are merged while their total stays at most
  * `thresholdBytes` (RINGREDUCE_FUSION_THRESHOLD_BYTES). A tensor larger than the threshold runs
  * alone, in place, without a copy. Every rank receives the merged response, so every rank packs
  * the same tensors in the same order (`pack`), runs the allreduce on the packed buffer and
  * copies the results back (`unpack`). The packed buffer comes from the engine's pool: a
  * training loop reuses it every step and never touches fresh memory.
  */
-import { bytesPerElement, constructorOf } from '../core/dtypes.js';
+import { bytesPerElement } from '../core/dtypes.js';
 import type { TypedArray } from '../core/types.js';
 import type { ExecuteResponse, Response } from './messages.js';
+import { specOf } from './ops/registry.js';
 
 /** Merges consecutive fusible responses; `elementsOf(name)` is the element count of a tensor. */
 export function planFusion(responses: Response[], elementsOf: (name: string) => number, thresholdBytes: number): Response[] {
@@ -29,7 +31,7 @@ export function planFusion(responses: Response[], elementsOf: (name: string) => 
       continue;
     }
     const r = response as ExecuteResponse;
-    if (open && open.dtype === r.dtype && open.reduceOp === r.reduceOp && openBytes + bytes <= thresholdBytes) {
+    if (open && fusionKeyOf(open) === fusionKeyOf(r) && openBytes + bytes <= thresholdBytes) {
       open.names.push(...r.names);
       openBytes += bytes;
       continue;
@@ -41,11 +43,16 @@ export function planFusion(responses: Response[], elementsOf: (name: string) => 
   return out;
 }
 
+function fusionKeyOf(response: ExecuteResponse): string | undefined {
+  const key = specOf(response.request).fusionKey?.(response.request);
+  return key === undefined ? undefined : `${response.request.op}/${key}`;
+}
+
 function fusibleBytes(response: Response, elementsOf: (name: string) => number): number | undefined {
-  if (response.kind !== 'execute' || response.op !== 'allreduce') return undefined;
+  if (response.kind !== 'execute' || fusionKeyOf(response) === undefined) return undefined;
   let elements = 0;
   for (const name of response.names) elements += elementsOf(name);
-  return elements * bytesPerElement(response.dtype);
+  return elements * bytesPerElement(response.request.dtype);
 }
 
 /** Copies `parts` back to back into `into` (which has room for all of them). */
@@ -64,9 +71,4 @@ export function unpack(from: TypedArray, parts: readonly TypedArray[]): void {
     part.set(from.subarray(offset, offset + part.length) as never);
     offset += part.length;
   }
-}
-
-/** A view of `elements` elements of `dtype` over the start of `buffer`. */
-export function fusedView(dtype: ExecuteResponse['dtype'], buffer: ArrayBuffer, elements: number): TypedArray {
-  return new (constructorOf(dtype))(buffer, 0, elements);
 }

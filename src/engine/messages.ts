@@ -7,34 +7,18 @@
  * cache knows skip rank 0: ranks agree on them among themselves in ready rounds.
  */
 import type { ErrorClassName } from '../core/errors.js';
-import type { CollectiveOp, DType, ReduceOp } from '../core/types.js';
+import type { Agreement } from './ops/op_spec.js';
+import type { Request } from './ops/registry.js';
 
-/** What one rank asks for: everything the coordinator needs to check that ranks agree. */
-export interface Request {
-  name: string;
-  op: CollectiveOp;
-  dtype: DType;
-  shape: number[];
-  reduceOp: ReduceOp;
-  /** Broadcast root; -1 for other ops. */
-  root: number;
-  /**
-   * Allgather with option 'out' only: the length of the caller's output in elements. Rank 0
-   * checks it against the gathered size, so a wrong one fails on every rank alike.
-   */
-  outLength?: number;
-}
+export type { CollectiveOp, Request } from './ops/registry.js';
 
-/** Run `names` (one name today; several once fusion lands) with these agreed parameters. */
-export interface ExecuteResponse {
+/**
+ * Run `names` (several when fused, fusion.ts) with what every rank agreed on: the ruling request's
+ * parameters (its name is the first name's) and the per-rank counts negotiation gathered.
+ */
+export interface ExecuteResponse extends Agreement<Request> {
   kind: 'execute';
   names: string[];
-  op: CollectiveOp;
-  dtype: DType;
-  reduceOp: ReduceOp;
-  root: number;
-  /** Allgather only: the first dimension of each rank's tensor, in rank order. */
-  firstDims: number[];
 }
 
 /** Fail `names` on every rank that has them, with the same error everywhere. */

@@ -10,10 +10,11 @@
  * from its cached ones goes to rank 0 in full; rank 0 then evicts the id on every rank at one
  * agreed place (engine.ts), and the name may be learned again under a new id.
  *
- * Not cached: allgather (its response carries every rank's first dimension, which may change
- * from step to step) and unnamed calls (their generated names never repeat).
+ * Not cached: operations whose spec says so (allgather: its response carries every rank's first
+ * dimension, which may change from step to step) and unnamed calls (their names never repeat).
  */
 import type { ExecuteResponse, Request, Response } from './messages.js';
+import { isUnnamed, specOf } from './ops/registry.js';
 
 export class ResponseCache {
   private readonly byName = new Map<string, number>();
@@ -31,7 +32,7 @@ export class ResponseCache {
   /** The id of `request` when it is cached with exactly these parameters. */
   idOf(request: Request): number | undefined {
     const id = this.byName.get(request.name);
-    if (id === undefined || !sameRequest(this.byId[id] as Request, request)) return undefined;
+    if (id === undefined || !sameFields(this.byId[id] as Request, request, kRequestExceptions)) return undefined;
     this.hits.requests++;
     return id;
   }
@@ -57,7 +58,7 @@ export class ResponseCache {
   /** Remembers the requests of an execute response; called in response order on every rank. */
   learn(requests: readonly (Request | undefined)[]): void {
     for (const request of requests) {
-      if (!request || request.op === 'allgather' || isUnnamed(request.name) || this.byName.has(request.name)) continue;
+      if (!request || !specOf(request).cacheable || isUnnamed(request.name) || this.byName.has(request.name)) continue;
       if (this.byId.length >= this.capacity) return;
       this.byName.set(request.name, this.byId.length);
       this.byId.push(request);
@@ -66,12 +67,12 @@ export class ResponseCache {
 
   /** The ids of `response`'s names when the cache alone can rebuild it on the receiving side. */
   idsFor(response: Response): number[] | undefined {
-    if (response.kind !== 'execute' || response.op === 'allgather') return undefined;
+    if (response.kind !== 'execute' || !specOf(response.request).cacheable) return undefined;
     const ids: number[] = [];
     for (const name of response.names) {
       const id = this.byName.get(name);
       const cached = id === undefined ? undefined : this.byId[id];
-      if (cached === undefined || !sameParameters(cached, response)) return undefined;
+      if (cached === undefined || !sameFields(cached, response.request, kParameterExceptions)) return undefined;
       ids.push(id as number);
     }
     this.hits.responses++;
@@ -84,38 +85,26 @@ export class ResponseCache {
     const first = requests[0];
     if (first === undefined || requests.some((r) => r === undefined)) return undefined;
     const names = requests.map((r) => (r as Request).name);
-    return {
-      kind: 'execute',
-      names,
-      op: first.op,
-      dtype: first.dtype,
-      reduceOp: first.reduceOp,
-      root: first.root,
-      firstDims: [],
-    };
+    return { kind: 'execute', names, request: first, counts: [] };
   }
 }
 
-/** Names the API generates for unnamed calls (`allreduce#12`): each is used once. */
-function isUnnamed(name: string): boolean {
-  return kUnnamed.test(name);
-}
+/** A request's identity in the cache: everything but its name. */
+const kRequestExceptions = new Set(['name']);
+/** What a response fixes for every name it runs: everything but the name and this rank's shape. */
+const kParameterExceptions = new Set(['name', 'shape']);
 
-const kUnnamed = /^(allreduce|allgather|broadcast|barrier)#\d+$/;
-
-function sameParameters(request: Request, response: ExecuteResponse): boolean {
-  return (
-    request.op === response.op &&
-    request.dtype === response.dtype &&
-    request.reduceOp === response.reduceOp &&
-    request.root === response.root
-  );
-}
-
-function sameRequest(a: Request, b: Request): boolean {
-  if (a.op !== b.op || a.dtype !== b.dtype || a.reduceOp !== b.reduceOp || a.root !== b.root) return false;
-  if (a.outLength !== b.outLength) return false;
-  if (a.shape.length !== b.shape.length) return false;
-  for (let i = 0; i < a.shape.length; i++) if (a.shape[i] !== b.shape[i]) return false;
+/** Whether two requests (plain data: numbers, strings, arrays of numbers) agree on every field not in `except`. */
+function sameFields(a: Request, b: Request, except: ReadonlySet<string>): boolean {
+  const x = a as unknown as Record<string, unknown>;
+  const y = b as unknown as Record<string, unknown>;
+  for (const key of new Set([...Object.keys(x), ...Object.keys(y)])) {
+    if (except.has(key)) continue;
+    const u = x[key];
+    const v = y[key];
+    if (Array.isArray(u) && Array.isArray(v)) {
+      if (u.length !== v.length || u.some((e, i) => e !== v[i])) return false;
+    } else if (u !== v) return false;
+  }
   return true;
 }

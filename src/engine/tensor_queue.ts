@@ -2,15 +2,11 @@
  * The requests this rank has submitted and not yet finished, by name. The engine takes an
  * entry out when the coordinator's response for its name arrives.
  */
-import type { TypedArray } from '../core/types.js';
 import type { Request } from './messages.js';
+import type { OpEntry } from './ops/op_spec.js';
 
-export interface Entry {
+export interface Entry extends OpEntry<Request> {
   id: number;
-  request: Request;
-  buffer: TypedArray | undefined;
-  /** Allgather with option 'out': the caller's output. */
-  output?: TypedArray | undefined;
   /** `buffer` is fresh memory (Submission.fresh). */
   fresh?: boolean;
   /** Timeline only: when the entry was queued, reported to rank 0, and agreed (µs). */

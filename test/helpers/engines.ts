@@ -6,6 +6,7 @@ import { type InitOptions, resolveConfig } from '../../src/core/config.js';
 import type { TypedArray } from '../../src/core/types.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { Request } from '../../src/engine/messages.js';
+import type { AllreduceRequest } from '../../src/engine/ops/registry.js';
 import type { FromEngine } from '../../src/engine/worker_protocol.js';
 import { Logger } from '../../src/observability/logger.js';
 import { createMemoryWorld, type MemoryTransport } from '../../src/transport/memory/memory_transport.js';
@@ -53,6 +54,6 @@ export async function stopEngines(ranks: readonly TestRank[]): Promise<void> {
   await Promise.all(ranks.map((r) => r.engine.shutdown()));
 }
 
-export function allreduceRequest(name: string, length: number): Request {
-  return { name, op: 'allreduce', dtype: 'float32', shape: [length], reduceOp: 'sum', root: -1 };
+export function allreduceRequest(name: string, length: number): AllreduceRequest {
+  return { name, op: 'allreduce', dtype: 'float32', shape: [length], reduceOp: 'sum' };
 }

@@ -8,11 +8,11 @@ const samples: ControlMessage[] = [
   {
     type: 'requests',
     requests: [
-      { name: 'dense1/kernel', op: 'allreduce', dtype: 'float32', shape: [784, 128], reduceOp: 'average', root: -1 },
-      { name: 'ünïcødé ✓', op: 'broadcast', dtype: 'int64', shape: [], reduceOp: 'sum', root: 3 },
-      { name: 'rows', op: 'allgather', dtype: 'uint16', shape: [2 ** 40, 3], reduceOp: 'sum', root: -1 },
-      { name: 'into', op: 'allgather', dtype: 'float32', shape: [2, 3], reduceOp: 'sum', root: -1, outLength: 2 ** 33 },
-      { name: 'empty', op: 'allgather', dtype: 'int8', shape: [0], reduceOp: 'sum', root: -1, outLength: 0 },
+      { name: 'dense1/kernel', op: 'allreduce', dtype: 'float32', shape: [784, 128], reduceOp: 'average' },
+      { name: 'ünïcødé ✓', op: 'broadcast', dtype: 'int64', shape: [], root: 3 },
+      { name: 'rows', op: 'allgather', dtype: 'uint16', shape: [2 ** 40, 3] },
+      { name: 'into', op: 'allgather', dtype: 'float32', shape: [2, 3], outLength: 2 ** 33 },
+      { name: 'empty', op: 'allgather', dtype: 'int8', shape: [0], outLength: 0 },
     ],
   },
   {
@@ -20,7 +20,18 @@ const samples: ControlMessage[] = [
     afterRounds: 7,
     evict: [3, 0],
     responses: [
-      { kind: 'execute', names: ['a', 'b'], op: 'allgather', dtype: 'float64', reduceOp: 'sum', root: -1, firstDims: [0, 5, 7] },
+      {
+        kind: 'execute',
+        names: ['a', 'b'],
+        request: { name: 'a', op: 'allgather', dtype: 'float64', shape: [5, 2] },
+        counts: [0, 5, 7],
+      },
+      {
+        kind: 'execute',
+        names: ['w'],
+        request: { name: 'w', op: 'broadcast', dtype: 'int16', shape: [3], root: 2 },
+        counts: [],
+      },
       { kind: 'error', names: ['c'], errorKind: 'MismatchError', message: "Mismatched data types for tensor 'c'" },
       { kind: 'error', names: ['d'], errorKind: 'TimeoutError', message: "'d' timed out", ranks: [1, 3] },
       { kind: 'cached', ids: [4, 2] },

@@ -10,7 +10,6 @@ const req = (name: string, dtype: Request['dtype'] = 'float32'): Request => ({
   dtype,
   shape: [4],
   reduceOp: 'sum',
-  root: -1,
 });
 
 function setup(size: number, stallTimeoutMs = 0) {

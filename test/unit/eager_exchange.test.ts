@@ -10,7 +10,7 @@ import { EagerExchange } from '../../src/engine/eager_exchange.js';
 import type { Request } from '../../src/engine/messages.js';
 import { startWorld, stopWorld } from '../helpers/world.js';
 
-const request: Request = { name: 'loss', op: 'allreduce', dtype: 'float32', shape: [1], reduceOp: 'sum', root: -1 };
+const request: Request = { name: 'loss', op: 'allreduce', dtype: 'float32', shape: [1], reduceOp: 'sum' };
 const scalar = (v: number) => new Uint8Array(new Float32Array([v]).buffer);
 const values = (buffers: readonly ArrayLike<number | bigint>[] | undefined) => buffers?.map((b) => Number(b[0]));
 

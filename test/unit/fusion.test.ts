@@ -6,11 +6,13 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { DType } from '../../src/core/types.js';
 import { pack, planFusion, unpack } from '../../src/engine/fusion.js';
-import type { Response } from '../../src/engine/messages.js';
+import type { Request, Response } from '../../src/engine/messages.js';
 import { allreduceRequest, startEngines, stopEngines } from '../helpers/engines.js';
 
 function exec(name: string, dtype: DType = 'float32', op: 'allreduce' | 'broadcast' = 'allreduce'): Response {
-  return { kind: 'execute', names: [name], op, dtype, reduceOp: 'sum', root: op === 'broadcast' ? 0 : -1, firstDims: [] };
+  const request: Request =
+    op === 'broadcast' ? { name, op, dtype, shape: [1], root: 0 } : { name, op, dtype, shape: [1], reduceOp: 'sum' };
+  return { kind: 'execute', names: [name], request, counts: [] };
 }
 
 describe('planFusion', () => {

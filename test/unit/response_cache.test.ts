@@ -16,7 +16,7 @@ describe('ResponseCache', () => {
     assert.equal(cache.idOf(allreduceRequest('b', 8)), 1);
     const response = cache.expand([1, 0]);
     assert.deepEqual(response?.names, ['b', 'a']);
-    assert.equal(response?.op, 'allreduce');
+    assert.equal(response?.request.op, 'allreduce');
   });
 
   it('misses when any parameter changed, and never reassigns an id', () => {
@@ -31,7 +31,7 @@ describe('ResponseCache', () => {
 
   it('stops caching at capacity, does not cache allgather, and rejects unknown ids', () => {
     const cache = new ResponseCache(1);
-    const gather: Request = { name: 'g', op: 'allgather', dtype: 'float32', shape: [2, 3], reduceOp: 'sum', root: -1 };
+    const gather: Request = { name: 'g', op: 'allgather', dtype: 'float32', shape: [2, 3] };
     cache.learn([gather, allreduceRequest('a', 4), allreduceRequest('b', 4)]);
     assert.equal(cache.size, 1);
     assert.equal(cache.idOf(allreduceRequest('b', 4)), undefined);
@@ -41,17 +41,9 @@ describe('ResponseCache', () => {
   it('answers a response from the cache only when its parameters match', () => {
     const cache = new ResponseCache(10);
     cache.learn([allreduceRequest('a', 4)]);
-    const response = {
-      kind: 'execute' as const,
-      names: ['a'],
-      op: 'allreduce' as const,
-      dtype: 'float32' as const,
-      reduceOp: 'sum' as const,
-      root: -1,
-      firstDims: [],
-    };
+    const response = { kind: 'execute' as const, names: ['a'], request: allreduceRequest('a', 4), counts: [] };
     assert.deepEqual(cache.idsFor(response), [0]);
-    assert.equal(cache.idsFor({ ...response, reduceOp: 'min' }), undefined);
+    assert.equal(cache.idsFor({ ...response, request: { ...response.request, reduceOp: 'min' } }), undefined);
     assert.equal(cache.idsFor({ ...response, names: ['a', 'zz'] }), undefined);
   });
 });

@@ -3,27 +3,20 @@ import { test } from 'node:test';
 import type { Request } from '../../src/engine/messages.js';
 import { negotiate } from '../../src/engine/validation.js';
 
-const base: Request = { name: 'g', op: 'allreduce', dtype: 'float32', shape: [2, 3], reduceOp: 'sum', root: -1 };
+const base: Request = { name: 'g', op: 'allreduce', dtype: 'float32', shape: [2, 3], reduceOp: 'sum' };
 
-function withRank(changes: Partial<Request>, at = 2, size = 4): Request[] {
-  return Array.from({ length: size }, (_, r) => (r === at ? { ...base, ...changes } : { ...base }));
+/** Rank `at`'s request with `changes` (which may make it another op's: a deliberate mismatch). */
+function withRank(changes: Record<string, unknown>, at = 2, size = 4): Request[] {
+  return Array.from({ length: size }, (_, r) => (r === at ? ({ ...base, ...changes } as Request) : { ...base }));
 }
 
 test('agreeing requests give one execute response', () => {
   const response = negotiate('g', withRank({}));
-  assert.deepEqual(response, {
-    kind: 'execute',
-    names: ['g'],
-    op: 'allreduce',
-    dtype: 'float32',
-    reduceOp: 'sum',
-    root: -1,
-    firstDims: [],
-  });
+  assert.deepEqual(response, { kind: 'execute', names: ['g'], request: base, counts: [] });
 });
 
 test('each kind of disagreement names the tensor, both ranks and both values', () => {
-  const cases: [Partial<Request>, RegExp][] = [
+  const cases: [Record<string, unknown>, RegExp][] = [
     [{ dtype: 'int32' }, /Mismatched data types for tensor 'g': rank 0 has float32, rank 2 has int32/],
     [{ shape: [3, 2] }, /Mismatched shapes for tensor 'g': rank 0 has \[2, 3\], rank 2 has \[3, 2\]/],
     [{ op: 'broadcast' }, /Mismatched collective operations .* rank 2 has broadcast/],
@@ -40,9 +33,11 @@ test('each kind of disagreement names the tensor, both ranks and both values', (
 });
 
 test('broadcast roots must agree', () => {
-  const requests = withRank({ op: 'broadcast', root: 1 }).map((r, i) => ({
-    ...r,
-    op: 'broadcast' as const,
+  const requests: Request[] = [0, 1, 2, 3].map((i) => ({
+    name: 'g',
+    op: 'broadcast',
+    dtype: 'float32',
+    shape: [2, 3],
     root: i === 2 ? 1 : 0,
   }));
   const response = negotiate('g', requests);
@@ -54,7 +49,7 @@ test('allgather: first dimensions may differ, the rest may not', () => {
   const gather = (shapes: number[][]) =>
     negotiate(
       'x',
-      shapes.map((shape) => ({ ...base, name: 'x', op: 'allgather' as const, shape })),
+      shapes.map((shape): Request => ({ name: 'x', op: 'allgather', dtype: 'float32', shape })),
     );
   const ok = gather([
     [1, 4],
@@ -62,7 +57,7 @@ test('allgather: first dimensions may differ, the rest may not', () => {
     [7, 4],
   ]);
   assert.equal(ok.kind, 'execute');
-  assert.deepEqual(ok.kind === 'execute' ? ok.firstDims : [], [1, 0, 7]);
+  assert.deepEqual(ok.kind === 'execute' ? ok.counts : [], [1, 0, 7]);
   const bad = gather([
     [1, 4],
     [1, 5],

@@ -1,0 +1,37 @@
+/**
+ * What the facade's collectives share: a call prepared on the caller's thread (its request, the
+ * memory the engine works on, and how to turn the engine's completion into the caller's result),
+ * and the context each op's preparation needs from its rank (api/ops/).
+ */
+import type { BufferPool } from '../core/buffer_pool.js';
+import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
+import type { CollectiveOp } from '../engine/messages.js';
+import type { Call, Completion } from './engine_client.js';
+import type { ParsedTensor } from './tensor_args.js';
+
+/** A typed array in gives the same class out; { data, shape } in gives { data, shape } out. */
+export type Result<T extends TensorLike> = T extends TypedArray ? T : T extends ShapedTensor<infer D> ? ShapedTensor<D> : never;
+
+/** A collective prepared on the caller's thread: the engine call and what the caller gets back. */
+export interface Prepared extends Call {
+  /** Pooled memory `buffer` views (an input copy), returned to the pool once the call settles. */
+  staging?: SharedArrayBuffer;
+  finish: (completion: Completion) => unknown;
+}
+
+/** What an op's preparation needs from the rank that makes the call. */
+export interface CallContext {
+  readonly rank: number;
+  readonly size: number;
+  /** The request's name: the caller's, or the next unnamed one of `op`. */
+  nameFor(op: CollectiveOp, name: string | undefined): string;
+  /** Fresh shared memory for `length` elements of the tensor's dtype, counted so that it is freed in time. */
+  fresh(t: ParsedTensor, length?: number): TypedArray;
+  /** Reused shared memory for input copies the engine needs (their layout is known only after negotiation). */
+  readonly staging: BufferPool<SharedArrayBuffer>;
+}
+
+/** The caller's result: `data` with the completion's shape, in the kind the caller passed. */
+export function resultLike(t: ParsedTensor, data: TypedArray, shape: readonly number[]): unknown {
+  return t.shaped ? { data, shape } : data;
+}

@@ -1,0 +1,45 @@
+/** allgather on the caller's side: options, the input copy into pooled memory, and the result. */
+import { bytesPerElement, viewOf } from '../../core/dtypes.js';
+import { InvalidArgumentError } from '../../core/errors.js';
+import type { TypedArray } from '../../core/types.js';
+import type { AllgatherRequest } from '../../engine/ops/registry.js';
+import { type CallContext, type Prepared, resultLike } from '../call.js';
+import { checkOptions, parseGatherOut, parseName, parseTensor } from '../tensor_args.js';
+
+export interface AllgatherOptions {
+  name?: string;
+  /**
+   * Write the result here instead of into fresh memory (SharedArrayBuffer-backed, the tensor's
+   * dtype, exactly as long as the gathered result: the sum of every rank's first dimension times
+   * the elements per row). A wrong length fails on every rank with InvalidArgumentError.
+   */
+  out?: TypedArray;
+}
+
+export function prepareAllgather(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
+  const o = checkOptions(options, ['name', 'out']);
+  const t = parseTensor(tensor);
+  if (t.shape.length === 0) {
+    throw new InvalidArgumentError('tensor of allgather must have at least one dimension (it is concatenated along the first)');
+  }
+  const out = parseGatherOut(o.out, t);
+  // The engine needs the input in shared memory; the output's size is known only after negotiation.
+  const staging = ctx.staging.acquire(t.data.length * bytesPerElement(t.dtype));
+  const buffer = viewOf(t.dtype, staging, 0, t.data.length);
+  buffer.set(t.data as never);
+  const request: AllgatherRequest = {
+    name: ctx.nameFor('allgather', parseName(o.name)),
+    op: 'allgather',
+    dtype: t.dtype,
+    shape: t.shape,
+  };
+  if (out) request.outLength = out.length;
+  const prepared: Prepared = {
+    request,
+    buffer,
+    staging,
+    finish: (completion) => resultLike(t, completion.output ?? (out as TypedArray), completion.shape ?? t.shape),
+  };
+  if (out) prepared.output = out;
+  return prepared;
+}

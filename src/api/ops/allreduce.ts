@@ -1,0 +1,37 @@
+/** allreduce on the caller's side: options, the input copy, and the result. */
+import type { ReduceOp, TypedArray } from '../../core/types.js';
+import type { AllreduceRequest } from '../../engine/ops/registry.js';
+import { type CallContext, type Prepared, resultLike } from '../call.js';
+import { checkOptions, parseName, parseOut, parseReduceOp, parseTensor } from '../tensor_args.js';
+
+export interface AllreduceOptions {
+  /** Same name on every rank = same collective. Default: named by call order per op. */
+  name?: string;
+  /** Default 'sum'. 'average' needs a float dtype; 'band', 'bor', 'bxor' an integer one. */
+  op?: ReduceOp;
+  /**
+   * Write the result here (same dtype and length, SharedArrayBuffer-backed; may be the input)
+   * instead of into fresh memory: a loop that reuses it skips the page faults of new memory.
+   */
+  out?: TypedArray;
+}
+
+export function prepareAllreduce(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
+  const o = checkOptions(options, ['name', 'op', 'out']);
+  const t = parseTensor(tensor);
+  const reduceOp = parseReduceOp(o.op, t.dtype);
+  const out = parseOut(o.out, t);
+  // The engine reduces in place: the result's memory starts as a copy of the input.
+  const buffer = out ?? ctx.fresh(t);
+  if (buffer !== t.data) buffer.set(t.data as never);
+  const request: AllreduceRequest = {
+    name: ctx.nameFor('allreduce', parseName(o.name)),
+    op: 'allreduce',
+    dtype: t.dtype,
+    shape: t.shape,
+    reduceOp,
+  };
+  const prepared: Prepared = { request, buffer, finish: () => resultLike(t, buffer, t.shape) };
+  if (!out) prepared.fresh = true;
+  return prepared;
+}

@@ -1,0 +1,14 @@
+/** barrier on the caller's side: no data, only a name. */
+import type { BarrierRequest } from '../../engine/ops/registry.js';
+import type { CallContext, Prepared } from '../call.js';
+import { checkOptions, parseName } from '../tensor_args.js';
+
+export interface BarrierOptions {
+  name?: string;
+}
+
+export function prepareBarrier(ctx: CallContext, options: unknown): Prepared {
+  const o = checkOptions(options, ['name']);
+  const request: BarrierRequest = { name: ctx.nameFor('barrier', parseName(o.name)), op: 'barrier', dtype: 'uint8', shape: [0] };
+  return { request, buffer: undefined, finish: () => undefined };
+}

@@ -1,0 +1,76 @@
+/**
+ * allreduce: the element-wise reduction of every rank's tensor, on every rank. Ranks agree on
+ * dtype, reduce op and shape. Cached, fused (consecutive allreduces of one dtype and op run over
+ * one packed buffer, fusion.ts), and eager when tiny (its data rides with the ready round).
+ */
+import { allreduce } from '../../algorithms/allreduce.js';
+import { reduceInRankOrder } from '../../algorithms/rank_order_reduce.js';
+import { bytesPerElement, constructorOf } from '../../core/dtypes.js';
+import { kReduceOps, type ReduceOp, type TypedArray } from '../../core/types.js';
+import { pack, unpack } from '../fusion.js';
+import { codeOf } from '../wire.js';
+import { elementCount, type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
+import type { ExecutionContext, OpEntry, OpSpec, RequestBase } from './op_spec.js';
+
+export interface AllreduceRequest extends RequestBase<'allreduce'> {
+  reduceOp: ReduceOp;
+}
+
+/**
+ * Eager allreduces (eager_exchange.ts): scalars and small metric vectors in jobs of modest size.
+ * Each rank sends (N-1)·M bytes instead of recursive doubling's log2(N)·M, a good trade only
+ * while M is small (docs/performance.md has the measurements behind 64 bytes).
+ */
+export const kEagerMaxBytes = 64;
+export const kEagerMaxRanks = 8;
+
+const kReduceOpCheck: FieldCheck<AllreduceRequest> = { what: 'reduce ops', text: (r) => r.reduceOp };
+
+export const allreduceOp: OpSpec<AllreduceRequest> = {
+  op: 'allreduce',
+  write: (w, r) => w.u8(codeOf(kReduceOps, r.reduceOp)),
+  read: (r, base) => ({ ...base, reduceOp: r.enumOf(kReduceOps, 'reduce op') }),
+  agree: (name, requests) =>
+    firstMismatch(name, requests, [kDTypeCheck, kReduceOpCheck, kShapeCheck]) ?? {
+      request: requests[0] as AllreduceRequest,
+      counts: [],
+    },
+  cacheable: true,
+  fusionKey: (r) => `${r.dtype}/${r.reduceOp}`,
+  eager: {
+    fits: (r, size) => size >= 2 && size <= kEagerMaxRanks && elementCount(r.shape) * bytesPerElement(r.dtype) <= kEagerMaxBytes,
+    finish: (r, buffers, into, kernels) => reduceInRankOrder(buffers, into, r.reduceOp, kernels),
+  },
+  async execute(ctx, { request }, entries) {
+    const first = entries[0] as OpEntry<AllreduceRequest>;
+    if (entries.length > 1) await fusedAllreduce(ctx, request, entries);
+    else if (first.buffer) await allreduceBuffer(ctx, request, first.buffer);
+    return entries.map(() => ({}));
+  },
+};
+
+function allreduceBuffer(ctx: ExecutionContext, request: AllreduceRequest, buf: TypedArray): Promise<void> {
+  const { native } = ctx;
+  return ctx.communicate(buf.byteLength, () =>
+    native?.supports('allreduce', request.dtype, request.reduceOp)
+      ? native.allreduce(buf, request.reduceOp)
+      : allreduce(ctx.transport, buf, request.reduceOp, ctx.tag, ctx.options),
+  );
+}
+
+/** Several tensors as one: packed into pooled memory, reduced once, copied back. */
+async function fusedAllreduce(ctx: ExecutionContext, request: AllreduceRequest, entries: readonly OpEntry<AllreduceRequest>[]) {
+  const parts = entries.map((e) => e.buffer as TypedArray);
+  const elements = parts.reduce((n, p) => n + p.length, 0);
+  const buffer = ctx.pool.acquire(elements * bytesPerElement(request.dtype));
+  try {
+    const fused = new (constructorOf(request.dtype))(buffer, 0, elements);
+    const detail = { tensors: parts.length, bytes: fused.byteLength };
+    ctx.local('FUSION_COPY', detail, () => pack(parts, fused));
+    await allreduceBuffer(ctx, request, fused);
+    ctx.local('FUSION_COPY', detail, () => unpack(fused, parts));
+  } finally {
+    // allreduce settles only once nothing is in flight: the buffer is quiet here.
+    ctx.pool.release(buffer);
+  }
+}

@@ -1,0 +1,16 @@
+/**
+ * barrier: no data. Negotiation itself is the barrier: the response exists only once every rank
+ * has asked for the name, so executing it is a no-op. Cached like any named collective.
+ */
+import type { OpSpec, RequestBase } from './op_spec.js';
+
+export type BarrierRequest = RequestBase<'barrier'>;
+
+export const barrierOp: OpSpec<BarrierRequest> = {
+  op: 'barrier',
+  write: () => {},
+  read: (_r, base) => base,
+  agree: (_name, requests) => ({ request: requests[0] as BarrierRequest, counts: [] }),
+  cacheable: true,
+  execute: async (_ctx, _agreement, entries) => entries.map(() => ({})),
+};

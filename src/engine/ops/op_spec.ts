@@ -1,0 +1,107 @@
+/**
+ * A collective, as the engine knows it: one OpSpec per operation (allreduce.ts, allgather.ts, ...)
+ * says everything that differs between operations, and the codec, negotiation, response cache,
+ * fusion, eager exchange and executor read it through the registry (registry.ts) instead of
+ * switching on the operation themselves. Adding a collective is a new spec file and a line in
+ * the registry; the compiler then checks every place that handles requests (docs/adding_a_collective.md).
+ */
+import type { AlgorithmOptions } from '../../algorithms/options.js';
+import type { KernelSelector } from '../../algorithms/reduce.js';
+import type { BufferPool } from '../../core/buffer_pool.js';
+import type { ErrorClassName } from '../../core/errors.js';
+import type { DType, TypedArray } from '../../core/types.js';
+import type { NativeCollectives, Transport } from '../../transport/transport.js';
+import type { Reader, Writer } from '../wire.js';
+
+/** The fields of every request: what one rank asks for. */
+export interface RequestBase<Op extends string = string> {
+  /** The same name on every rank is the same collective. */
+  name: string;
+  op: Op;
+  dtype: DType;
+  /** This rank's tensor shape ([0] when the rank passes no tensor: a barrier). */
+  shape: number[];
+}
+
+/** What every rank runs for a name: the agreed parameters and the numbers ranks need of each other. */
+export interface Agreement<R> {
+  /** The request whose parameters rule (rank 0's unless the spec says otherwise); its shape is that rank's. */
+  request: R;
+  /** Per-rank numbers that only negotiation knows (allgather: each rank's first dimension); [] if none. */
+  counts: number[];
+}
+
+/** Why ranks' requests for a name cannot run: every rank fails it with this error. */
+export interface Refusal {
+  errorKind: ErrorClassName;
+  message: string;
+}
+
+/** One rank's submission, as the executor sees it. */
+export interface OpEntry<R> {
+  request: R;
+  /** What the engine works on: the caller's data, copied at call time into shared memory. */
+  buffer: TypedArray | undefined;
+  /** The caller's option 'out', where the op's result goes when it is not `buffer` itself. */
+  output?: TypedArray | undefined;
+}
+
+/** What a collective hands back to the caller beyond its buffer. */
+export interface ExecutionResult {
+  /** A result the executor allocated (its size was known only after negotiation). */
+  output?: TypedArray;
+  shape?: number[];
+  /** Per-rank numbers for the caller (alltoall: how many rows came from each rank). */
+  counts?: number[];
+}
+
+/** What an execution may use: one collective's tag, the transport, the algorithms' settings. */
+export interface ExecutionContext {
+  readonly transport: Transport;
+  /** The same on every rank for this execution, different from every other one in flight. */
+  readonly tag: number;
+  readonly options: AlgorithmOptions;
+  /** Reused memory for packing and scratch (returned once the execution settles). */
+  readonly pool: BufferPool;
+  readonly kernels: KernelSelector;
+  /** The backend's own collectives, if it has any (MPI). */
+  readonly native: NativeCollectives | undefined;
+  /** Runs the communication part, timed on the timeline when there is one. */
+  communicate(bytes: number, run: () => Promise<void>): Promise<void>;
+  /** Times a local step (a fusion copy) on the timeline when there is one. */
+  local<T>(phase: 'FUSION_COPY', detail: Record<string, number>, run: () => T): T;
+}
+
+/**
+ * Small collectives whose data can travel with the ready round (eager_exchange.ts): every rank
+ * then holds every rank's buffer when the round closes and finishes the collective locally.
+ */
+export interface EagerSupport<R> {
+  /** Whether this request travels eagerly in a job of `size` ranks (the same answer on every rank). */
+  fits(request: R, size: number): boolean;
+  /** Writes the result into `into` from every rank's buffer, in rank order (`into` may be one of them). */
+  finish(request: R, buffers: readonly TypedArray[], into: TypedArray, kernels: KernelSelector): void;
+}
+
+export interface OpSpec<R extends RequestBase> {
+  readonly op: R['op'];
+  /** The fields beyond RequestBase, on the wire (wire.ts). */
+  write(w: Writer, request: R): void;
+  read(r: Reader, base: RequestBase<R['op']>): R;
+  /** Every rank's request for `name` (indexed by rank, all of this op): what they agree on, or why not. */
+  agree(name: string, requests: readonly R[]): Agreement<R> | Refusal;
+  /**
+   * Whether ranks may run it from the response cache, by id (ready rounds). Only when the
+   * agreement depends on nothing but the request's own fields: no per-rank counts.
+   */
+  readonly cacheable: boolean;
+  /** Consecutive responses whose requests have the same key run as one, over one packed buffer (fusion.ts). */
+  fusionKey?(request: R): string;
+  readonly eager?: EagerSupport<R>;
+  /** Runs the agreed collective for `entries` (one per name, in the response's order): one result per entry. */
+  execute(ctx: ExecutionContext, agreement: Agreement<R>, entries: readonly OpEntry<R>[]): Promise<ExecutionResult[]>;
+}
+
+export function isRefusal<R>(verdict: Agreement<R> | Refusal): verdict is Refusal {
+  return 'errorKind' in verdict;
+}
