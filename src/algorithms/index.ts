@@ -2,6 +2,7 @@
 
 export { BufferPool, kDefaultMaxRetainedBytes } from '../core/buffer_pool.js';
 export { allreduce } from './allreduce.js';
+export { alltoall } from './alltoall.js';
 export { broadcast } from './broadcast.js';
 export {
   type AlgorithmOptions,
@@ -23,6 +24,7 @@ export {
 export { createWasmKernels } from './reduce_wasm.js';
 export { ringAllgather } from './ring_allgather.js';
 export { ringAllreduce } from './ring_allreduce.js';
+export { ringReducescatter } from './ring_reducescatter.js';
 export {
   type Blocks,
   blocksFromCounts,
@@ -32,3 +34,6 @@ export {
   segmentCount,
   segmentLength,
 } from './segments.js';
+export { treeGather } from './tree_gather.js';
+export { treeReduce } from './tree_reduce.js';
+export { treeScatter } from './tree_scatter.js';

@@ -16,7 +16,7 @@
 import type { ReduceOp, TypedArray } from '../core/types.js';
 import { bytesOf, type Transport } from '../transport/transport.js';
 import { type AlgorithmOptions, resolveOptions } from './options.js';
-import { allreduceDType, divideInPlace } from './reduce.js';
+import { elementwiseOf, finishOf, reduceDType } from './reduce.js';
 
 /**
  * Reduces `buf` element-wise across all ranks, in place. Every rank passes the same length,
@@ -32,11 +32,12 @@ export async function recursiveDoublingAllreduce(
   tag: number,
   options?: AlgorithmOptions,
 ): Promise<void> {
-  const dtype = allreduceDType(buf, op);
+  const dtype = reduceDType(buf, op);
   const resolved = resolveOptions(options);
   const { rank, size } = transport;
   if (size === 1 || buf.length === 0) return;
-  const kernel = resolved.kernels(dtype, op === 'average' ? 'sum' : op);
+  const kernel = resolved.kernels(dtype, elementwiseOf(op));
+  const finish = finishOf(op, size);
   const bytes = bytesOf(buf);
   const pool = resolved.pool;
   const scratchBuffer = pool?.acquire(bytes.byteLength) ?? new ArrayBuffer(bytes.byteLength);
@@ -70,7 +71,7 @@ export async function recursiveDoublingAllreduce(
       await exchange(transport, partner, tag, bytes, scratchBytes);
       kernel(buf, 0, scratch, 0, buf.length);
     }
-    if (op === 'average') divideInPlace(buf as Float32Array | Float64Array, size);
+    finish?.(buf, 0, buf.length);
     if (rank < 2 * rem) await transport.send(rank - 1, tag, bytes);
   } finally {
     // Every send and recv above was awaited: nothing can still write into the scratch.

@@ -6,19 +6,30 @@
  * 32-bit product can reach 2^64, beyond the 2^53 a double holds, so it goes through Math.imul;
  * 64-bit values are BigInts, exact, and the BigInt64Array store wraps them mod 2^64. Float min
  * and max use Math.min/Math.max so a NaN on any rank wins whatever the order of reduction.
+ * The bitwise ops (band, bor, bxor) exist for integers only: JavaScript's & | ^ work on the
+ * 32-bit two's complement, which holds every 8-to-32-bit value of either signedness bit for bit,
+ * and the store keeps the low bits; BigInt's & | ^ are two's complement too, so 64-bit ones are exact.
  *
  * One loop per (dtype family, op), never a closure or a switch inside a loop: the families
  * (float, 8/16-bit, 32-bit, 64-bit) keep at most four typed array kinds behind each element
  * access, which V8 still handles as polymorphic rather than megamorphic. Callers pick a kernel
  * once per call through a KernelSelector, which is also the seam where a WebAssembly SIMD
  * implementation can replace these loops.
+ *
+ * 'average' has no kernel: it is a sum finished by a division. The algorithms learn that from
+ * here only: `reduceDType` checks the op against the dtype, `elementwiseOf` names the kernel's op
+ * and `finishOf` the division.
  */
-import { dtypeOf, isFloat } from '../core/dtypes.js';
+import { checkReduceOp, dtypeOf } from '../core/dtypes.js';
+
+export { type BitwiseOp, checkReduceOp, isBitwise, reduceOpFits } from '../core/dtypes.js';
+
 import { InvalidArgumentError } from '../core/errors.js';
 import type { DType, ReduceOp, TypedArray } from '../core/types.js';
 
-/** The element-wise operations; 'average' is a sum finished by `divideInPlace`. */
+/** The element-wise operations; 'average' is a sum finished by `divideInPlace` (see `elementwiseOf`). */
 export type ElementwiseOp = Exclude<ReduceOp, 'average'>;
+/** The element-wise operations defined on integer dtypes only. */
 
 export type ReduceKernel = (dst: TypedArray, dstOffset: number, src: TypedArray, srcOffset: number, length: number) => void;
 
@@ -62,6 +73,16 @@ function maxSmall(dst: SmallInts, d: number, src: SmallInts, s: number, n: numbe
   }
 }
 
+function andSmall(dst: SmallInts, d: number, src: SmallInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] &= src[s + i];
+}
+function orSmall(dst: SmallInts, d: number, src: SmallInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] |= src[s + i];
+}
+function xorSmall(dst: SmallInts, d: number, src: SmallInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] ^= src[s + i];
+}
+
 function sum32(dst: Ints32, d: number, src: Ints32, s: number, n: number): void {
   for (let i = 0; i < n; i++) dst[d + i] += src[s + i];
 }
@@ -79,6 +100,16 @@ function max32(dst: Ints32, d: number, src: Ints32, s: number, n: number): void 
     const b = src[s + i];
     if (b > dst[d + i]) dst[d + i] = b;
   }
+}
+
+function and32(dst: Ints32, d: number, src: Ints32, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] &= src[s + i];
+}
+function or32(dst: Ints32, d: number, src: Ints32, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] |= src[s + i];
+}
+function xor32(dst: Ints32, d: number, src: Ints32, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] ^= src[s + i];
 }
 
 function sumBig(dst: BigInts, d: number, src: BigInts, s: number, n: number): void {
@@ -100,13 +131,48 @@ function maxBig(dst: BigInts, d: number, src: BigInts, s: number, n: number): vo
   }
 }
 
-type KernelSet = Readonly<Record<ElementwiseOp, ReduceKernel>>;
+function andBig(dst: BigInts, d: number, src: BigInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] &= src[s + i];
+}
+function orBig(dst: BigInts, d: number, src: BigInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] |= src[s + i];
+}
+function xorBig(dst: BigInts, d: number, src: BigInts, s: number, n: number): void {
+  for (let i = 0; i < n; i++) dst[d + i] ^= src[s + i];
+}
+
+// Partial: floats have no bitwise kernels.
+type KernelSet = Readonly<Partial<Record<ElementwiseOp, ReduceKernel>>>;
 
 // The casts are sound: a kernel is only ever called with two arrays of the dtype it was picked for.
 const kFloat = Object.freeze({ sum: sumFloat, product: productFloat, min: minFloat, max: maxFloat }) as KernelSet;
-const kSmall = Object.freeze({ sum: sumSmall, product: productSmall, min: minSmall, max: maxSmall }) as KernelSet;
-const k32 = Object.freeze({ sum: sum32, product: product32, min: min32, max: max32 }) as KernelSet;
-const kBig = Object.freeze({ sum: sumBig, product: productBig, min: minBig, max: maxBig }) as KernelSet;
+const kSmall = Object.freeze({
+  sum: sumSmall,
+  product: productSmall,
+  min: minSmall,
+  max: maxSmall,
+  band: andSmall,
+  bor: orSmall,
+  bxor: xorSmall,
+}) as KernelSet;
+const k32 = Object.freeze({
+  sum: sum32,
+  product: product32,
+  min: min32,
+  max: max32,
+  band: and32,
+  bor: or32,
+  bxor: xor32,
+}) as KernelSet;
+const kBig = Object.freeze({
+  sum: sumBig,
+  product: productBig,
+  min: minBig,
+  max: maxBig,
+  band: andBig,
+  bor: orBig,
+  bxor: xorBig,
+}) as KernelSet;
 
 const kKernels: Readonly<Record<DType, KernelSet>> = Object.freeze({
   float32: kFloat,
@@ -123,8 +189,13 @@ const kKernels: Readonly<Record<DType, KernelSet>> = Object.freeze({
 
 /** The portable JavaScript kernels. */
 export const selectKernel: KernelSelector = (dtype, op) => {
-  const kernel = kKernels[dtype]?.[op];
-  if (kernel === undefined) throw new InvalidArgumentError(`no reduce kernel for dtype ${dtype} and op ${op}`);
+  const set = kKernels[dtype];
+  // hasOwn: an op name like 'toString' must not find Object.prototype's.
+  const kernel = set !== undefined && Object.hasOwn(set, op) ? set[op] : undefined;
+  if (kernel === undefined) {
+    checkReduceOp(dtype, op);
+    throw new InvalidArgumentError(`no reduce kernel for dtype ${dtype} and op ${op}`);
+  }
   return kernel;
 };
 
@@ -144,10 +215,35 @@ export function divideInPlace(buf: Float32Array | Float64Array, divisor: number,
   for (let i = 0; i < length; i++) buf[offset + i] /= divisor;
 }
 
-/** The dtype of an allreduce buffer, after checking that it and `op` go together. */
-export function allreduceDType(buf: TypedArray, op: ReduceOp): DType {
+/** Horovod's prescale and postscale factors: buf[offset + i] *= factor. */
+export function scaleInPlace(buf: Float32Array | Float64Array, factor: number, offset = 0, length = buf.length - offset): void {
+  // 1 is both factors' default: skip the pass over the tensor that would rewrite it unchanged.
+  if (factor === 1) return;
+  for (let i = 0; i < length; i++) buf[offset + i] *= factor;
+}
+
+/** The dtype of a buffer to reduce with `op`, after checking that the two go together. */
+export function reduceDType(buf: TypedArray, op: ReduceOp): DType {
   const dtype = dtypeOf(buf);
   if (dtype === undefined) throw new InvalidArgumentError('buf must be a supported typed array');
-  if (op === 'average' && !isFloat(dtype)) throw new InvalidArgumentError(`op 'average' needs a float dtype, got ${dtype}`);
+  checkReduceOp(dtype, op);
   return dtype;
+}
+
+/** The element-wise op whose kernel reduces for `op`: 'average' reduces as a sum, `finishOf` does the rest. */
+export function elementwiseOf(op: ReduceOp): ElementwiseOp {
+  return op === 'average' ? 'sum' : op;
+}
+
+/** Completes, in place, a range of a buffer already reduced element-wise. */
+export type FinishReduce = (buf: TypedArray, offset: number, length: number) => void;
+
+/**
+ * What turns the element-wise reduction of `ranks` buffers into the result of `op`: the division
+ * of an 'average', or undefined when the element-wise result is already it. Call it on a buffer
+ * `reduceDType` accepted for `op` (an 'average' buffer is then a float one).
+ */
+export function finishOf(op: ReduceOp, ranks: number): FinishReduce | undefined {
+  if (op !== 'average') return undefined;
+  return (buf, offset, length) => divideInPlace(buf as Float32Array | Float64Array, ranks, offset, length);
 }

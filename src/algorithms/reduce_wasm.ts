@@ -2,7 +2,9 @@
  * WebAssembly SIMD reduce kernels, plugged into the algorithms through the `kernels` option
  * (a KernelSelector), with the JavaScript kernels of reduce.ts as the fallback: for the
  * (dtype, op) pairs SIMD has no instruction for (int8 product, 64-bit min/max), for short runs
- * where the copies cost more than they save, and where WebAssembly SIMD is unavailable.
+ * where the copies cost more than they save, and where WebAssembly SIMD is unavailable. The
+ * bitwise ops (band, bor, bxor) use v128.and/or/xor, one kernel for every integer dtype; on a
+ * float dtype the selector throws the JavaScript selector's error.
  *
  * How it works: WebAssembly can only compute on its own memory, and the tensors live in
  * SharedArrayBuffers the module cannot map. So a kernel call walks the run in chunks of
@@ -17,7 +19,7 @@
  * so the ranks still agree bit for bit).
  */
 import type { DType, TypedArray } from '../core/types.js';
-import { type ElementwiseOp, type KernelSelector, type ReduceKernel, selectKernel } from './reduce.js';
+import { type ElementwiseOp, isBitwise, type KernelSelector, type ReduceKernel, selectKernel } from './reduce.js';
 import { kPages, kSimdOps, type SimdKernelName, simdModuleBytes } from './wasm/simd_module.js';
 
 /** Bytes of each operand area: half the module's memory. */
@@ -51,6 +53,8 @@ const kFamily: Readonly<Record<DType, string>> = {
 
 function kernelName(dtype: DType, op: ElementwiseOp): SimdKernelName | undefined {
   const family = kFamily[dtype];
+  // Only reached for integer dtypes: selectKernel, called first, refuses bitwise ops on floats.
+  if (isBitwise(op)) return `v128_${op}`;
   let suffix: string = op;
   if ((op === 'min' || op === 'max') && family !== 'f32' && family !== 'f64') {
     suffix = `${op}_${dtype.startsWith('u') ? 'u' : 's'}`;

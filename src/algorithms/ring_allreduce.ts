@@ -15,13 +15,14 @@
 import type { ReduceOp, TypedArray } from '../core/types.js';
 import type { Transport } from '../transport/transport.js';
 import { type AlgorithmOptions, resolveOptions } from './options.js';
-import { allreduceDType, divideInPlace } from './reduce.js';
-import { type FinishSegment, runRing } from './ring_schedule.js';
+import { elementwiseOf, finishOf, reduceDType } from './reduce.js';
+import { runRing } from './ring_schedule.js';
 import { evenBlocks } from './segments.js';
 
 /**
  * Reduces `buf` element-wise across all ranks, in place. Every rank passes the same length,
- * dtype, op, tag and options. 'average' is for float dtypes only.
+ * dtype, op, tag and options. 'average' is for float dtypes only, 'band', 'bor' and 'bxor' for
+ * integer ones only.
  *
  * @example
  *   await ringAllreduce(transport, gradients, 'average', tag, { pool });
@@ -33,15 +34,12 @@ export async function ringAllreduce(
   tag: number,
   options?: AlgorithmOptions,
 ): Promise<void> {
-  const dtype = allreduceDType(buf, op);
+  const dtype = reduceDType(buf, op);
   const resolved = resolveOptions(options);
   const size = transport.size;
   if (size === 1 || buf.length === 0) return;
-  const kernel = resolved.kernels(dtype, op === 'average' ? 'sum' : op);
-  const finish: FinishSegment | undefined =
-    op === 'average'
-      ? (target, offset, length) => divideInPlace(target as Float32Array | Float64Array, size, offset, length)
-      : undefined;
+  const kernel = resolved.kernels(dtype, elementwiseOf(op));
+  const finish = finishOf(op, size);
   const spec = { blocks: evenBlocks(buf.length, size), steps: 2 * (size - 1), reduceSteps: size - 1, kernel, finish };
   await runRing(transport, buf, tag, spec, resolved);
 }

@@ -2,7 +2,7 @@
  * Argument checking at the edge, done once per call: after this the engine trusts what it gets.
  * Every error names the argument and what was wrong with it.
  */
-import { dtypeOf, isFloat } from '../core/dtypes.js';
+import { dtypeOf, isFloat, reduceOpFits } from '../core/dtypes.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import { type DType, kReduceOps, type ReduceOp, type TensorLike, type TypedArray } from '../core/types.js';
 
@@ -74,6 +74,9 @@ export function parseReduceOp(op: unknown, dtype: DType): ReduceOp {
     throw new InvalidArgumentError(
       `option 'op' is 'average' but the tensor is ${dtype}: an integer average would truncate; use op 'sum' and divide`,
     );
+  }
+  if (!reduceOpFits(dtype, op as ReduceOp)) {
+    throw new InvalidArgumentError(`option 'op' is '${op}' but the tensor is ${dtype}: bitwise ops need an integer dtype`);
   }
   return op as ReduceOp;
 }

@@ -1,5 +1,6 @@
 /** The mapping between typed array classes and dtypes, and the element sizes behind it. */
-import type { DType, TypedArray } from './types.js';
+import { InvalidArgumentError } from './errors.js';
+import type { DType, ReduceOp, TypedArray } from './types.js';
 
 export type TypedArrayConstructor = {
   new (length: number): TypedArray;
@@ -76,4 +77,23 @@ export function viewOf(dtype: DType, buffer: ArrayBufferLike, byteOffset = 0, le
 export function allocShared(dtype: DType, length: number): TypedArray {
   const Ctor = kConstructors[dtype];
   return new Ctor(new SharedArrayBuffer(length * Ctor.BYTES_PER_ELEMENT), 0, length);
+}
+
+export type BitwiseOp = 'band' | 'bor' | 'bxor';
+
+/** Whether `op` is a bitwise reduction (integers only). */
+export function isBitwise(op: ReduceOp): op is BitwiseOp {
+  return op === 'band' || op === 'bor' || op === 'bxor';
+}
+
+/** Whether `op` is defined on `dtype`: 'average' on floats only (an integer one would truncate), bitwise ops on integers only. */
+export function reduceOpFits(dtype: DType, op: ReduceOp): boolean {
+  return isFloat(dtype) ? !isBitwise(op) : op !== 'average';
+}
+
+/** Throws an InvalidArgumentError naming the op and the dtype unless `reduceOpFits(dtype, op)`. */
+export function checkReduceOp(dtype: DType, op: ReduceOp): void {
+  if (reduceOpFits(dtype, op)) return;
+  const needs = isFloat(dtype) ? 'an integer' : 'a float';
+  throw new InvalidArgumentError(`op '${op}' needs ${needs} dtype, got ${dtype}`);
 }

@@ -2,8 +2,11 @@
 
 export type DType = 'float32' | 'float64' | 'int8' | 'int16' | 'int32' | 'uint8' | 'uint16' | 'uint32' | 'int64' | 'uint64';
 
-/** The reduce ops, in wire order (append only): their index is their code in negotiation messages. */
-export const kReduceOps = ['sum', 'average', 'min', 'max', 'product'] as const;
+/**
+ * The reduce ops, in wire order (append only): their index is their code in negotiation messages.
+ * 'average' is for float dtypes only, the bitwise 'band', 'bor' and 'bxor' for integer ones only.
+ */
+export const kReduceOps = ['sum', 'average', 'min', 'max', 'product', 'band', 'bor', 'bxor'] as const;
 export type ReduceOp = (typeof kReduceOps)[number];
 
 export type CollectiveOp = 'allreduce' | 'allgather' | 'broadcast' | 'barrier';

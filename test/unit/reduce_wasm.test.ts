@@ -9,12 +9,19 @@ import { describe, it } from 'node:test';
 import type { ElementwiseOp } from '../../src/algorithms/reduce.js';
 import { selectKernel } from '../../src/algorithms/reduce.js';
 import { createWasmKernels, kWasmMinBytes } from '../../src/algorithms/reduce_wasm.js';
-import { kDTypes } from '../../src/core/dtypes.js';
-import type { TypedArray } from '../../src/core/types.js';
-import { randomArray, seeded } from './support/typed_data.js';
+import { kSimdOps } from '../../src/algorithms/wasm/simd_module.js';
+import { bytesPerElement, isFloat, kDTypes } from '../../src/core/dtypes.js';
+import { InvalidArgumentError } from '../../src/core/errors.js';
+import type { DType, TypedArray } from '../../src/core/types.js';
+import { opsFor, randomArray, seeded } from './support/typed_data.js';
 
-const kOps: ElementwiseOp[] = ['sum', 'min', 'max', 'product'];
+const kBitwiseOps = ['band', 'bor', 'bxor'] as const;
 const wasm = createWasmKernels();
+
+/** Every kernel op of a dtype ('average' is a sum plus a division, not a kernel). */
+function kernelOpsFor(dtype: DType): ElementwiseOp[] {
+  return opsFor(dtype).filter((op): op is ElementwiseOp => op !== 'average');
+}
 
 function withSpecials(array: TypedArray): TypedArray {
   if (array instanceof Float32Array || array instanceof Float64Array) {
@@ -42,7 +49,7 @@ describe('WebAssembly SIMD reduce kernels', () => {
       const random = seeded(dtype.length * 31 + 5);
       // Lengths below the threshold, odd lengths, more than one 64 KiB chunk.
       for (const length of [3, kWasmMinBytes + 5, 40_000, 70_001]) {
-        for (const op of kOps) {
+        for (const op of kernelOpsFor(dtype)) {
           const a = withSpecials(randomArray(dtype, length + 7, random, op === 'product'));
           const b = withSpecials(randomArray(dtype, length + 11, random, op === 'product'));
           const expected = a.slice();
@@ -54,4 +61,47 @@ describe('WebAssembly SIMD reduce kernels', () => {
       }
     });
   }
+
+  it('run bitwise ops natively (v128.and/or/xor) for every integer dtype', () => {
+    assert.ok(wasm);
+    for (const op of kBitwiseOps) assert.ok(`v128_${op}` in kSimdOps, op);
+    for (const dtype of kDTypes.filter((d) => !isFloat(d))) {
+      for (const op of kBitwiseOps)
+        assert.notEqual(wasm(dtype, op), selectKernel(dtype, op), `${dtype} ${op} is not the JS fallback`);
+    }
+  });
+
+  it('bitwise: the bits of the JavaScript kernel at every length around the SIMD width and the 64-byte block', () => {
+    assert.ok(wasm);
+    const random = seeded(977);
+    for (const dtype of kDTypes.filter((d) => !isFloat(d))) {
+      const size = bytesPerElement(dtype);
+      // Past the copy threshold, so the SIMD loop runs, then every remainder of a 16-byte vector and a 64-byte block.
+      const base = Math.ceil(kWasmMinBytes / 64) * (64 / size);
+      for (let extra = 0; extra <= 64 / size + 1; extra++) {
+        const length = base + extra;
+        for (const op of kBitwiseOps) {
+          const a = randomArray(dtype, length + 3, random);
+          const b = randomArray(dtype, length + 5, random);
+          const expected = a.slice();
+          selectKernel(dtype, op)(expected, 3, b, 5, length);
+          const actual = a.slice();
+          wasm(dtype, op)(actual, 3, b, 5, length);
+          assert.deepEqual(actual, expected, `${dtype} ${op} length ${length}`);
+        }
+      }
+    }
+  });
+
+  it("refuse bitwise ops on float dtypes with the JavaScript selector's message", () => {
+    assert.ok(wasm);
+    for (const dtype of ['float32', 'float64'] as const) {
+      for (const op of kBitwiseOps) {
+        assert.throws(
+          () => wasm(dtype, op),
+          (e: unknown) => e instanceof InvalidArgumentError && e.message === `op '${op}' needs an integer dtype, got ${dtype}`,
+        );
+      }
+    }
+  });
 });

@@ -1,6 +1,6 @@
 /**
  * The WebAssembly SIMD reduce module, emitted as bytes at load time (no toolchain needed: the
- * module is ~1 KiB of hand-assembled code, written down here in the binary format's terms).
+ * module is ~4 KiB of hand-assembled code, written down here in the binary format's terms).
  *
  * Every exported function is `(a: i32, b: i32, nbytes: i32)`: for each 16-byte vector in
  * [a, a + nbytes), a[..] = op(a[..], b[..]), unrolled four times, so nbytes must be a multiple
@@ -36,6 +36,10 @@ export const kSimdOps = {
   i32_max_u: 0xb9,
   i64_sum: 0xce,
   i64_product: 0xd5,
+  // Bitwise ops ignore lane boundaries: one kernel serves every integer width.
+  v128_band: 0x4e,
+  v128_bor: 0x50,
+  v128_bxor: 0x51,
 } as const;
 export type SimdKernelName = keyof typeof kSimdOps;
 

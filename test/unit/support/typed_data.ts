@@ -1,7 +1,7 @@
 /**
  * Seeded test data and a serial reference reduction for the algorithm and kernel tests. The
- * reference works in exact arithmetic (BigInt, or doubles while they are exact) and wraps once,
- * so that it shares no code path with the kernels it checks.
+ * reference works in exact arithmetic (BigInt, or doubles while they are exact) and wraps once
+ * (bitwise ops: at every step, explicitly), so that it shares no code path with the kernels it checks.
  */
 import { constructorOf, isBigInt, isFloat } from '../../../src/core/dtypes.js';
 import type { DType, ReduceOp, TypedArray } from '../../../src/core/types.js';
@@ -22,8 +22,9 @@ export function seeded(seed: number): Random {
 
 const kBits: Partial<Record<DType, number>> = { int8: 8, int16: 16, int32: 32, uint8: 8, uint16: 16, uint32: 32 };
 
+/** The reduce ops defined on `dtype`: 'average' for floats only, the bitwise ones for integers only. */
 export function opsFor(dtype: DType): ReduceOp[] {
-  return isFloat(dtype) ? ['sum', 'average', 'min', 'max', 'product'] : ['sum', 'min', 'max', 'product'];
+  return isFloat(dtype) ? ['sum', 'average', 'min', 'max', 'product'] : ['sum', 'min', 'max', 'product', 'band', 'bor', 'bxor'];
 }
 
 /**
@@ -67,6 +68,18 @@ function wrap(dtype: DType, value: bigint): bigint {
 }
 
 /**
+ * acc[i] = acc[i] op x[i] for integers of at most 32 bits, wrapped to the value of their own width
+ * and signedness here (the kernels leave that to the typed array store).
+ */
+function bitwise(op: 'band' | 'bor' | 'bxor', acc: Float64Array, x: ArrayLike<number>, bits: number, signed: boolean): void {
+  if (bits === 0) throw new Error(`no float reference for ${op}`);
+  const n = acc.length;
+  if (op === 'band') for (let i = 0; i < n; i++) acc[i] = wrapNumber((acc[i] as number) & (x[i] as number), bits, signed);
+  else if (op === 'bor') for (let i = 0; i < n; i++) acc[i] = wrapNumber((acc[i] as number) | (x[i] as number), bits, signed);
+  else for (let i = 0; i < n; i++) acc[i] = wrapNumber((acc[i] as number) ^ (x[i] as number), bits, signed);
+}
+
+/**
  * The reduction of `inputs` (one array per rank) in rank order. Integers are exact with
  * wrap-around; floats are computed in float64 (compare with a tolerance, except min and max).
  */
@@ -87,7 +100,10 @@ export function referenceReduce(dtype: DType, op: ReduceOp, inputs: readonly Typ
           if (x < acc) acc = x; // BigInts: no Math.min
         } else if (op === 'max') {
           if (x > acc) acc = x;
-        } else throw new Error(`no integer reference for ${op}`);
+        } else if (op === 'band') acc &= x;
+        else if (op === 'bor') acc |= x;
+        else if (op === 'bxor') acc ^= x;
+        else throw new Error(`no integer reference for ${op}`);
       }
       target[i] = wrap(dtype, acc);
     }
@@ -104,6 +120,7 @@ export function referenceReduce(dtype: DType, op: ReduceOp, inputs: readonly Typ
     if (op === 'sum' || op === 'average') for (let i = 0; i < length; i++) acc[i] += x[i] as number;
     else if (op === 'min') for (let i = 0; i < length; i++) acc[i] = Math.min(acc[i] as number, x[i] as number);
     else if (op === 'max') for (let i = 0; i < length; i++) acc[i] = Math.max(acc[i] as number, x[i] as number);
+    else if (op === 'band' || op === 'bor' || op === 'bxor') bitwise(op, acc, x, bits, signed);
     else if (isFloat(dtype)) for (let i = 0; i < length; i++) acc[i] *= x[i] as number;
     else if (bits === 32)
       for (let i = 0; i < length; i++) acc[i] = wrapNumber(mulLow32(acc[i] as number, x[i] as number), 32, signed);
