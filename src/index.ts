@@ -1,33 +1,8 @@
 /** ringreduce: collective communication and data-parallel training for Node.js. */
 
-export {
-  allgather,
-  allgatherSync,
-  allreduce,
-  allreduceSync,
-  barrier,
-  barrierSync,
-  broadcast,
-  broadcastSync,
-  crossRank,
-  crossSize,
-  init,
-  isInitialized,
-  localRank,
-  localSize,
-  rank,
-  runtime,
-  shutdown,
-  size,
-} from './api/default_runtime.js';
-export {
-  type AllgatherOptions,
-  type AllreduceOptions,
-  type BarrierOptions,
-  type BroadcastOptions,
-  type Result,
-  RingReduce,
-} from './api/runtime.js';
+// The module functions (rr.init, rr.allreduce, ...) and the option types of every collective.
+export * from './api/default_runtime.js';
+export { RingReduce } from './api/runtime.js';
 export type { Config, InitOptions } from './core/config.js';
 export {
   InvalidArgumentError,

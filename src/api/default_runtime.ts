@@ -5,15 +5,35 @@
  */
 import type { InitOptions } from '../core/config.js';
 import { ShutdownError } from '../core/errors.js';
-import type { TensorLike } from '../core/types.js';
+import type { ShapedTensor, TensorLike } from '../core/types.js';
 import {
   type AllgatherOptions,
   type AllreduceOptions,
+  type AlltoallOptions,
+  type AlltoallResult,
   type BarrierOptions,
   type BroadcastOptions,
+  type GatherOptions,
+  type ReduceOptions,
+  type ReducescatterOptions,
   type Result,
   RingReduce,
+  type ScatterOptions,
 } from './runtime.js';
+
+export type {
+  AllgatherOptions,
+  AllreduceOptions,
+  AlltoallOptions,
+  AlltoallResult,
+  BarrierOptions,
+  BroadcastOptions,
+  GatherOptions,
+  ReduceOptions,
+  ReducescatterOptions,
+  Result,
+  ScatterOptions,
+};
 
 let current: RingReduce | undefined;
 let starting: Promise<RingReduce> | undefined;
@@ -53,6 +73,19 @@ export const allgather = <T extends TensorLike>(t: T, o?: AllgatherOptions): Pro
 export const allgatherSync = <T extends TensorLike>(t: T, o?: AllgatherOptions): Result<T> => instance().allgatherSync(t, o);
 export const broadcast = <T extends TensorLike>(t: T, o?: BroadcastOptions): Promise<Result<T>> => instance().broadcast(t, o);
 export const broadcastSync = <T extends TensorLike>(t: T, o?: BroadcastOptions): Result<T> => instance().broadcastSync(t, o);
+export const reducescatter = <T extends TensorLike>(t: T, o?: ReducescatterOptions): Promise<Result<T>> =>
+  instance().reducescatter(t, o);
+export const reducescatterSync = <T extends TensorLike>(t: T, o?: ReducescatterOptions): Result<T> =>
+  instance().reducescatterSync(t, o);
+export const alltoall = <T extends TensorLike>(t: T, o?: AlltoallOptions): Promise<AlltoallResult<T>> =>
+  instance().alltoall(t, o);
+export const alltoallSync = <T extends TensorLike>(t: T, o?: AlltoallOptions): AlltoallResult<T> => instance().alltoallSync(t, o);
+export const reduce = <T extends TensorLike>(t: T, o?: ReduceOptions): Promise<Result<T> | null> => instance().reduce(t, o);
+export const reduceSync = <T extends TensorLike>(t: T, o?: ReduceOptions): Result<T> | null => instance().reduceSync(t, o);
+export const gather = <T extends TensorLike>(t: T, o?: GatherOptions): Promise<Result<T> | null> => instance().gather(t, o);
+export const gatherSync = <T extends TensorLike>(t: T, o?: GatherOptions): Result<T> | null => instance().gatherSync(t, o);
+export const scatter = (t: TensorLike | null, o?: ScatterOptions): Promise<ShapedTensor> => instance().scatter(t, o);
+export const scatterSync = (t: TensorLike | null, o?: ScatterOptions): ShapedTensor => instance().scatterSync(t, o);
 export const barrier = (o?: BarrierOptions): Promise<void> => instance().barrier(o);
 export const barrierSync = (o?: BarrierOptions): void => instance().barrierSync(o);
 

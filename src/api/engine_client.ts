@@ -26,6 +26,7 @@ import { waitForChange } from './spin_wait.js';
 export interface Completion {
   output?: TypedArray;
   shape?: number[];
+  counts?: number[];
 }
 
 /** One collective handed to the engine. */
@@ -250,7 +251,7 @@ export class EngineClient implements EngineLink {
         this.updateRefs();
         call.released?.();
         if (message.type === 'failed') call.reject(fromErrorRecord(message.error));
-        else call.resolve({ output: message.output, shape: message.shape });
+        else call.resolve({ output: message.output, shape: message.shape, counts: message.counts });
         return;
       }
       case 'closed':

@@ -8,22 +8,32 @@ import { type Config, type InitOptions, resolveConfig } from '../core/config.js'
 import { allocShared } from '../core/dtypes.js';
 import { InvalidArgumentError, ShutdownError } from '../core/errors.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
-import type { TensorLike, TypedArray } from '../core/types.js';
+import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
 import type { CollectiveOp, Request } from '../engine/messages.js';
 import { unnamedName } from '../engine/ops/registry.js';
 import type { CallContext, Prepared, Result } from './call.js';
 import { EngineClient, type EngineLink } from './engine_client.js';
 import { type AllgatherOptions, prepareAllgather } from './ops/allgather.js';
 import { type AllreduceOptions, prepareAllreduce } from './ops/allreduce.js';
+import { type AlltoallOptions, type AlltoallResult, prepareAlltoall } from './ops/alltoall.js';
 import { type BarrierOptions, prepareBarrier } from './ops/barrier.js';
 import { type BroadcastOptions, prepareBroadcast } from './ops/broadcast.js';
+import { type GatherOptions, prepareGather } from './ops/gather.js';
+import { prepareReduce, type ReduceOptions } from './ops/reduce.js';
+import { prepareReducescatter, type ReducescatterOptions } from './ops/reducescatter.js';
+import { prepareScatter, type ScatterOptions } from './ops/scatter.js';
 import type { ParsedTensor } from './tensor_args.js';
 
 export type { Result } from './call.js';
 export type { AllgatherOptions } from './ops/allgather.js';
 export type { AllreduceOptions } from './ops/allreduce.js';
+export type { AlltoallOptions, AlltoallResult } from './ops/alltoall.js';
 export type { BarrierOptions } from './ops/barrier.js';
 export type { BroadcastOptions } from './ops/broadcast.js';
+export type { GatherOptions } from './ops/gather.js';
+export type { ReduceOptions } from './ops/reduce.js';
+export type { ReducescatterOptions } from './ops/reducescatter.js';
+export type { ScatterOptions } from './ops/scatter.js';
 
 /**
  * Allgather input copies kept for reuse, at most (in free buffers): enough for the input of a
@@ -146,6 +156,66 @@ export class RingReduce {
   }
   broadcastSync<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Result<T> {
     return this.runSync(prepareBroadcast(this.context, tensor, options)) as Result<T>;
+  }
+
+  /**
+   * The element-wise reduction over ranks, split along the first dimension: rank r gets rows
+   * [start_r, start_r + count_r), counts as even as possible (the first dim0 % size ranks one row
+   * more). Half an allreduce's traffic: the building block of sharded optimizers.
+   * @example const mine = await rr.reducescatter({ data: grads, shape: [rows, cols] }, { name: 'g', op: 'average' });
+   */
+  async reducescatter<T extends TensorLike>(tensor: T, options?: ReducescatterOptions): Promise<Result<T>> {
+    return this.run(prepareReducescatter(this.context, tensor, options)) as Promise<Result<T>>;
+  }
+  reducescatterSync<T extends TensorLike>(tensor: T, options?: ReducescatterOptions): Result<T> {
+    return this.runSync(prepareReducescatter(this.context, tensor, options)) as Result<T>;
+  }
+
+  /**
+   * Sends splits[j] rows (first dimension) of `tensor` to rank j and receives, in rank order, the
+   * rows every rank sends this one. The dimensions after the first must agree.
+   * @example const { output, receivedSplits } = await rr.alltoall({ data: tokens, shape: [n, d] }, { splits });
+   */
+  async alltoall<T extends TensorLike>(tensor: T, options?: AlltoallOptions): Promise<AlltoallResult<T>> {
+    return this.run(prepareAlltoall(this.context, tensor, options)) as Promise<AlltoallResult<T>>;
+  }
+  alltoallSync<T extends TensorLike>(tensor: T, options?: AlltoallOptions): AlltoallResult<T> {
+    return this.runSync(prepareAlltoall(this.context, tensor, options)) as AlltoallResult<T>;
+  }
+
+  /**
+   * The root gets the element-wise reduction of every rank's tensor; the other ranks resolve to null.
+   * @example const total = await rr.reduce(counts, { root: 0, op: 'sum' }); // null except on rank 0
+   */
+  async reduce<T extends TensorLike>(tensor: T, options?: ReduceOptions): Promise<Result<T> | null> {
+    return this.run(prepareReduce(this.context, tensor, options)) as Promise<Result<T> | null>;
+  }
+  reduceSync<T extends TensorLike>(tensor: T, options?: ReduceOptions): Result<T> | null {
+    return this.runSync(prepareReduce(this.context, tensor, options)) as Result<T> | null;
+  }
+
+  /**
+   * The root gets every rank's tensor concatenated along the first dimension, in rank order (the
+   * first dimension may differ per rank); the other ranks resolve to null.
+   * @example const all = await rr.gather({ data: preds, shape: [n, 10] }); // on rank 0: shape [Σn, 10]
+   */
+  async gather<T extends TensorLike>(tensor: T, options?: GatherOptions): Promise<Result<T> | null> {
+    return this.run(prepareGather(this.context, tensor, options)) as Promise<Result<T> | null>;
+  }
+  gatherSync<T extends TensorLike>(tensor: T, options?: GatherOptions): Result<T> | null {
+    return this.runSync(prepareGather(this.context, tensor, options)) as Result<T> | null;
+  }
+
+  /**
+   * The root's tensor split along the first dimension: rank r gets piece r as { data, shape }.
+   * Only the root passes a tensor (and, optionally, the splits); the other ranks pass null.
+   * @example const part = await rr.scatter(rr.rank() === 0 ? batch : null, { root: 0 });
+   */
+  async scatter(tensor: TensorLike | null, options?: ScatterOptions): Promise<ShapedTensor> {
+    return this.run(prepareScatter(this.context, tensor, options)) as Promise<ShapedTensor>;
+  }
+  scatterSync(tensor: TensorLike | null, options?: ScatterOptions): ShapedTensor {
+    return this.runSync(prepareScatter(this.context, tensor, options)) as ShapedTensor;
   }
 
   /** Resolves once every rank has called barrier. */

@@ -103,6 +103,60 @@ export function parseOut(out: unknown, t: ParsedTensor): TypedArray | undefined 
   return typed;
 }
 
+/** Option 'out' for a result of exactly `length` elements (reducescatter: this rank's rows). */
+export function parseOutOfLength(out: unknown, t: ParsedTensor, length: number, what: string): TypedArray | undefined {
+  const typed = parseGatherOut(out, t);
+  if (typed && typed.length !== length) {
+    throw new InvalidArgumentError(`option 'out' has ${typed.length} elements but ${what} has ${length}`);
+  }
+  return typed;
+}
+
+/**
+ * Options 'prescale' and 'postscale' (Horovod's): finite numbers multiplying the input before the
+ * reduction and the result after it; float tensors only (an integer tensor would truncate).
+ */
+export function parseScales(o: Record<string, unknown>, dtype: DType): { prescale?: number; postscale?: number } {
+  const scales: { prescale?: number; postscale?: number } = {};
+  for (const key of ['prescale', 'postscale'] as const) {
+    const value = o[key];
+    if (value === undefined || value === 1) continue;
+    if (typeof value !== 'number' || !Number.isFinite(value)) {
+      throw new InvalidArgumentError(`option '${key}' must be a finite number, got ${JSON.stringify(value)}`);
+    }
+    if (!isFloat(dtype)) throw new InvalidArgumentError(`option '${key}' needs a float tensor, got ${dtype}`);
+    scales[key] = value;
+  }
+  return scales;
+}
+
+/**
+ * Option 'splits': how many rows (first dimension) go to each rank, in rank order: `size`
+ * non-negative integers adding up to `rows`. Unset: `fallback`, or an error naming the option.
+ */
+export function parseSplits(splits: unknown, rows: number, size: number, fallback: () => number[]): number[] {
+  if (splits === undefined) return fallback();
+  if (!Array.isArray(splits) || splits.length !== size || !splits.every((s) => Number.isSafeInteger(s) && s >= 0)) {
+    throw new InvalidArgumentError(
+      `option 'splits' must be an array of ${size} non-negative integers (rows for each rank), got ${JSON.stringify(splits)}`,
+    );
+  }
+  const total = splits.reduce((a: number, b: number) => a + b, 0);
+  if (total !== rows) {
+    throw new InvalidArgumentError(`option 'splits' adds up to ${total} rows but the tensor has ${rows}`);
+  }
+  return [...splits];
+}
+
+/** The tensor's first dimension; collectives that split or concatenate along it need one. */
+export function firstDimension(t: ParsedTensor, op: string): number {
+  const rows = t.shape[0];
+  if (rows === undefined) {
+    throw new InvalidArgumentError(`tensor of ${op} must have at least one dimension (it works along the first)`);
+  }
+  return rows;
+}
+
 /**
  * Option 'out' of allgather: like parseOut, but its length is the gathered size, which only
  * negotiation knows (rank 0 checks it there, so a wrong one fails on every rank alike).

@@ -43,7 +43,7 @@ export type ToEngine = { type: 'enqueue'; submissions: Submission[] } | { type: 
 export type FromEngine =
   | { type: 'ready' }
   | { type: 'init-failed'; error: ErrorRecord }
-  | { type: 'done'; id: number; output?: TypedArray; shape?: number[] }
+  | { type: 'done'; id: number; output?: TypedArray; shape?: number[]; counts?: number[] }
   | { type: 'failed'; id: number; error: ErrorRecord }
   | { type: 'closed' };
 

@@ -1,9 +1,9 @@
 /** allgather on the caller's side: options, the input copy into pooled memory, and the result. */
-import { bytesPerElement, viewOf } from '../../core/dtypes.js';
 import { InvalidArgumentError } from '../../core/errors.js';
 import type { TypedArray } from '../../core/types.js';
 import type { AllgatherRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
+import { copyToStaging } from '../staging.js';
 import { checkOptions, parseGatherOut, parseName, parseTensor } from '../tensor_args.js';
 
 export interface AllgatherOptions {
@@ -24,9 +24,7 @@ export function prepareAllgather(ctx: CallContext, tensor: unknown, options: unk
   }
   const out = parseGatherOut(o.out, t);
   // The engine needs the input in shared memory; the output's size is known only after negotiation.
-  const staging = ctx.staging.acquire(t.data.length * bytesPerElement(t.dtype));
-  const buffer = viewOf(t.dtype, staging, 0, t.data.length);
-  buffer.set(t.data as never);
+  const { buffer, staging } = copyToStaging(ctx, t);
   const request: AllgatherRequest = {
     name: ctx.nameFor('allgather', parseName(o.name)),
     op: 'allgather',

@@ -2,7 +2,7 @@
 import type { ReduceOp, TypedArray } from '../../core/types.js';
 import type { AllreduceRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
-import { checkOptions, parseName, parseOut, parseReduceOp, parseTensor } from '../tensor_args.js';
+import { checkOptions, parseName, parseOut, parseReduceOp, parseScales, parseTensor } from '../tensor_args.js';
 
 export interface AllreduceOptions {
   /** Same name on every rank = same collective. Default: named by call order per op. */
@@ -14,10 +14,14 @@ export interface AllreduceOptions {
    * instead of into fresh memory: a loop that reuses it skips the page faults of new memory.
    */
   out?: TypedArray;
+  /** Multiplies the input before the reduction (float tensors; Horovod's prescale_factor). Default 1. */
+  prescale?: number;
+  /** Multiplies the result (float tensors; Horovod's postscale_factor). Default 1. */
+  postscale?: number;
 }
 
 export function prepareAllreduce(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'op', 'out']);
+  const o = checkOptions(options, ['name', 'op', 'out', 'prescale', 'postscale']);
   const t = parseTensor(tensor);
   const reduceOp = parseReduceOp(o.op, t.dtype);
   const out = parseOut(o.out, t);
@@ -30,6 +34,7 @@ export function prepareAllreduce(ctx: CallContext, tensor: unknown, options: unk
     dtype: t.dtype,
     shape: t.shape,
     reduceOp,
+    ...parseScales(o, t.dtype),
   };
   const prepared: Prepared = { request, buffer, finish: () => resultLike(t, buffer, t.shape) };
   if (!out) prepared.fresh = true;

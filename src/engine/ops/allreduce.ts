@@ -11,8 +11,9 @@ import { pack, unpack } from '../fusion.js';
 import { codeOf } from '../wire.js';
 import { elementCount, type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
 import type { ExecutionContext, OpEntry, OpSpec, RequestBase } from './op_spec.js';
+import { isScaled, kScalesCheck, readScales, type ScaleFactors, scale, writeScales } from './scaling.js';
 
-export interface AllreduceRequest extends RequestBase<'allreduce'> {
+export interface AllreduceRequest extends RequestBase<'allreduce'>, ScaleFactors {
   reduceOp: ReduceOp;
 }
 
@@ -49,13 +50,15 @@ export const allreduceOp: OpSpec<AllreduceRequest> = {
   },
 };
 
-function allreduceBuffer(ctx: ExecutionContext, request: AllreduceRequest, buf: TypedArray): Promise<void> {
+async function allreduceBuffer(ctx: ExecutionContext, request: AllreduceRequest, buf: TypedArray): Promise<void> {
   const { native } = ctx;
-  return ctx.communicate(buf.byteLength, () =>
+  scale(buf, request.prescale);
+  await ctx.communicate(buf.byteLength, () =>
     native?.supports('allreduce', request.dtype, request.reduceOp)
       ? native.allreduce(buf, request.reduceOp)
       : allreduce(ctx.transport, buf, request.reduceOp, ctx.tag, ctx.options),
   );
+  scale(buf, request.postscale);
 }
 
 /** Several tensors as one: packed into pooled memory, reduced once, copied back. */

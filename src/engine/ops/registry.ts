@@ -5,12 +5,27 @@
  */
 import { type AllgatherRequest, allgatherOp } from './allgather.js';
 import { type AllreduceRequest, allreduceOp } from './allreduce.js';
+import { type AlltoallRequest, alltoallOp } from './alltoall.js';
 import { type BarrierRequest, barrierOp } from './barrier.js';
 import { type BroadcastRequest, broadcastOp } from './broadcast.js';
+import { type GatherRequest, gatherOp } from './gather.js';
 import type { OpSpec } from './op_spec.js';
+import { type ReduceRequest, reduceOp } from './reduce.js';
+import { type ReducescatterRequest, reducescatterOp } from './reducescatter.js';
+import { type ScatterRequest, scatterOp } from './scatter.js';
 
 /** A spec's index is its operation's code in negotiation messages: append only. */
-const kSpecs = [allreduceOp, allgatherOp, broadcastOp, barrierOp] as const;
+const kSpecs = [
+  allreduceOp,
+  allgatherOp,
+  broadcastOp,
+  barrierOp,
+  reducescatterOp,
+  alltoallOp,
+  reduceOp,
+  gatherOp,
+  scatterOp,
+] as const;
 
 type RequestOf<S> = S extends OpSpec<infer R> ? R : never;
 
@@ -18,7 +33,17 @@ type RequestOf<S> = S extends OpSpec<infer R> ? R : never;
 export type Request = RequestOf<(typeof kSpecs)[number]>;
 export type CollectiveOp = Request['op'];
 
-export type { AllgatherRequest, AllreduceRequest, BarrierRequest, BroadcastRequest };
+export type {
+  AllgatherRequest,
+  AllreduceRequest,
+  AlltoallRequest,
+  BarrierRequest,
+  BroadcastRequest,
+  GatherRequest,
+  ReduceRequest,
+  ReducescatterRequest,
+  ScatterRequest,
+};
 
 /** The operations in wire order. */
 export const kCollectiveOps: readonly CollectiveOp[] = kSpecs.map((spec) => spec.op);

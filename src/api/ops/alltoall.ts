@@ -1,0 +1,55 @@
+/** alltoall on the caller's side: options, the input copy, and the rows received. */
+import { InvalidArgumentError } from '../../core/errors.js';
+import type { TensorLike } from '../../core/types.js';
+import type { AlltoallRequest } from '../../engine/ops/registry.js';
+import { type CallContext, type Prepared, type Result, resultLike } from '../call.js';
+import { copyToStaging } from '../staging.js';
+import { checkOptions, firstDimension, parseName, parseSplits, parseTensor } from '../tensor_args.js';
+
+export interface AlltoallOptions {
+  name?: string;
+  /**
+   * Rows (first dimension) of the tensor for each rank, in rank order, adding up to the first
+   * dimension. Default: an even split, which needs the first dimension to be a multiple of size.
+   */
+  splits?: readonly number[];
+}
+
+/** What alltoall resolves to. */
+export interface AlltoallResult<T extends TensorLike> {
+  /** The rows received, rank 0's first; the kind of the tensor passed. */
+  output: Result<T>;
+  /** How many rows came from each rank. */
+  receivedSplits: number[];
+}
+
+export function prepareAlltoall(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
+  const o = checkOptions(options, ['name', 'splits']);
+  const t = parseTensor(tensor);
+  const rows = firstDimension(t, 'alltoall');
+  const splits = parseSplits(o.splits, rows, ctx.size, () => {
+    if (rows % ctx.size !== 0) {
+      throw new InvalidArgumentError(
+        `alltoall without option 'splits' splits the first dimension evenly, but ${rows} rows do not divide by ${ctx.size} ranks`,
+      );
+    }
+    return new Array<number>(ctx.size).fill(rows / ctx.size);
+  });
+  const request: AlltoallRequest = {
+    name: ctx.nameFor('alltoall', parseName(o.name)),
+    op: 'alltoall',
+    dtype: t.dtype,
+    shape: t.shape,
+    splits,
+  };
+  const { buffer, staging } = copyToStaging(ctx, t);
+  return {
+    request,
+    buffer,
+    staging,
+    finish: (completion) => ({
+      output: resultLike(t, completion.output ?? buffer, completion.shape ?? t.shape),
+      receivedSplits: completion.counts ?? [],
+    }),
+  };
+}

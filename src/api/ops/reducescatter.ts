@@ -1,0 +1,52 @@
+/** reducescatter on the caller's side: options, the input copy, this rank's rows of the result. */
+import type { ReduceOp, TypedArray } from '../../core/types.js';
+import { elementCount } from '../../engine/ops/agreement.js';
+import { splitRows } from '../../engine/ops/reducescatter.js';
+import type { ReducescatterRequest } from '../../engine/ops/registry.js';
+import { type CallContext, type Prepared, resultLike } from '../call.js';
+import { copyToStaging } from '../staging.js';
+import {
+  checkOptions,
+  firstDimension,
+  parseName,
+  parseOutOfLength,
+  parseReduceOp,
+  parseScales,
+  parseTensor,
+} from '../tensor_args.js';
+
+export interface ReducescatterOptions {
+  name?: string;
+  /** As for allreduce. Default 'sum'. */
+  op?: ReduceOp;
+  /** Multiplies the input before the reduction (float tensors). Default 1. */
+  prescale?: number;
+  /** Multiplies this rank's result (float tensors). Default 1. */
+  postscale?: number;
+  /** Where this rank's rows go (SharedArrayBuffer-backed, the tensor's dtype, exactly their length). */
+  out?: TypedArray;
+}
+
+export function prepareReducescatter(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
+  const o = checkOptions(options, ['name', 'op', 'prescale', 'postscale', 'out']);
+  const t = parseTensor(tensor);
+  const rows = firstDimension(t, 'reducescatter');
+  const reduceOp = parseReduceOp(o.op, t.dtype);
+  const scales = parseScales(o, t.dtype);
+  const rowSize = elementCount(t.shape.slice(1));
+  const myRows = splitRows(rows, ctx.size)[ctx.rank] ?? 0;
+  const out = parseOutOfLength(o.out, t, myRows * rowSize, `this rank's ${myRows} rows of the result`);
+  const output = out ?? ctx.fresh(t, myRows * rowSize);
+  const request: ReducescatterRequest = {
+    name: ctx.nameFor('reducescatter', parseName(o.name)),
+    op: 'reducescatter',
+    dtype: t.dtype,
+    shape: t.shape,
+    reduceOp,
+    ...scales,
+  };
+  // The reduction works over a copy of the whole input; only this rank's rows come back.
+  const { buffer, staging } = copyToStaging(ctx, t);
+  const shape = [myRows, ...t.shape.slice(1)];
+  return { request, buffer, staging, output, finish: () => resultLike(t, output, shape) };
+}

@@ -1,0 +1,64 @@
+/**
+ * reducescatter: the element-wise reduction over ranks, split along the first dimension: rank r
+ * gets rows [start_r, start_r + count_r), counts as even as possible with the first dim0 % N ranks
+ * one row more (splitRows). Ranks agree on dtype, reduce op, scale factors and shape. Cached;
+ * never fused. The caller's side copies the input into work space (`buffer`) and hands the
+ * output (`output`, its own rows) along, since its size follows from the shape alone.
+ */
+import { ringReducescatter } from '../../algorithms/ring_reducescatter.js';
+import { chunkLength } from '../../algorithms/segments.js';
+import { kReduceOps, type ReduceOp } from '../../core/types.js';
+import { codeOf } from '../wire.js';
+import { elementCount, type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
+import type { OpEntry, OpSpec, RequestBase } from './op_spec.js';
+import { kScalesCheck, readScales, type ScaleFactors, scale, writeScales } from './scaling.js';
+
+export interface ReducescatterRequest extends RequestBase<'reducescatter'>, ScaleFactors {
+  reduceOp: ReduceOp;
+}
+
+/** Rows of each rank when `rows` rows are split over `size` ranks: the first rows % size get one more. */
+export function splitRows(rows: number, size: number): number[] {
+  return Array.from({ length: size }, (_, r) => chunkLength(rows, size, r));
+}
+
+const kReduceOpCheck: FieldCheck<ReducescatterRequest> = { what: 'reduce ops', text: (r) => r.reduceOp };
+
+export const reducescatterOp: OpSpec<ReducescatterRequest> = {
+  op: 'reducescatter',
+  write(w, r) {
+    w.u8(codeOf(kReduceOps, r.reduceOp));
+    writeScales(w, r);
+  },
+  read: (r, base) => ({ ...base, reduceOp: r.enumOf(kReduceOps, 'reduce op'), ...readScales(r) }),
+  agree: (name, requests) =>
+    firstMismatch(name, requests, [kDTypeCheck, kReduceOpCheck, kScalesCheck, kShapeCheck]) ?? {
+      request: requests[0] as ReducescatterRequest,
+      counts: [],
+    },
+  cacheable: true,
+  async execute(ctx, { request }, entries) {
+    const entry = entries[0] as OpEntry<ReducescatterRequest>;
+    const input = entry.buffer;
+    const output = entry.output;
+    if (!input || !output) throw new Error(`reducescatter '${request.name}' reached the executor without its buffers`);
+    const { rank, size } = ctx.transport;
+    const rowSize = elementCount(request.shape.slice(1));
+    const counts = splitRows(request.shape[0] ?? 0, size).map((rows) => rows * rowSize);
+    let offset = 0;
+    for (let r = 0; r < rank; r++) offset += counts[r] ?? 0;
+    scale(input, request.prescale);
+    const { native } = ctx;
+    if (native?.reducescatter && native.supports('reducescatter', request.dtype, request.reduceOp)) {
+      const nativeReducescatter = native.reducescatter.bind(native);
+      await ctx.communicate(input.byteLength, () => nativeReducescatter(input, output, counts, request.reduceOp));
+    } else {
+      await ctx.communicate(input.byteLength, () =>
+        ringReducescatter(ctx.transport, input, counts, request.reduceOp, ctx.tag, ctx.options),
+      );
+      output.set(input.subarray(offset, offset + (counts[rank] ?? 0)) as never);
+    }
+    scale(output, request.postscale);
+    return [{}];
+  },
+};
