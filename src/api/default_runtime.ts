@@ -7,32 +7,40 @@ import type { InitOptions } from '../core/config.js';
 import { ShutdownError } from '../core/errors.js';
 import type { ShapedTensor, TensorLike } from '../core/types.js';
 import {
+  type AllgatherObjectOptions,
   type AllgatherOptions,
   type AllreduceOptions,
   type AlltoallOptions,
   type AlltoallResult,
   type BarrierOptions,
+  type BroadcastObjectOptions,
   type BroadcastOptions,
   type GatherOptions,
+  type RecvOptions,
   type ReduceOptions,
   type ReducescatterOptions,
   type Result,
   RingReduce,
   type ScatterOptions,
+  type SendOptions,
 } from './runtime.js';
 
 export type {
+  AllgatherObjectOptions,
   AllgatherOptions,
   AllreduceOptions,
   AlltoallOptions,
   AlltoallResult,
   BarrierOptions,
+  BroadcastObjectOptions,
   BroadcastOptions,
   GatherOptions,
+  RecvOptions,
   ReduceOptions,
   ReducescatterOptions,
   Result,
   ScatterOptions,
+  SendOptions,
 };
 
 let current: RingReduce | undefined;
@@ -86,6 +94,14 @@ export const gather = <T extends TensorLike>(t: T, o?: GatherOptions): Promise<R
 export const gatherSync = <T extends TensorLike>(t: T, o?: GatherOptions): Result<T> | null => instance().gatherSync(t, o);
 export const scatter = (t: TensorLike | null, o?: ScatterOptions): Promise<ShapedTensor> => instance().scatter(t, o);
 export const scatterSync = (t: TensorLike | null, o?: ScatterOptions): ShapedTensor => instance().scatterSync(t, o);
+export const send = (t: TensorLike, o: SendOptions): Promise<void> => instance().send(t, o);
+export const sendSync = (t: TensorLike, o: SendOptions): void => instance().sendSync(t, o);
+export const recv = <T extends TensorLike>(into: T, o: RecvOptions): Promise<T> => instance().recv(into, o);
+export const recvSync = <T extends TensorLike>(into: T, o: RecvOptions): T => instance().recvSync(into, o);
+export const allgatherObject = <V>(v: V, o?: AllgatherObjectOptions): Promise<V[]> => instance().allgatherObject(v, o);
+export const allgatherObjectSync = <V>(v: V, o?: AllgatherObjectOptions): V[] => instance().allgatherObjectSync(v, o);
+export const broadcastObject = <V>(v: V, o?: BroadcastObjectOptions): Promise<V> => instance().broadcastObject(v, o);
+export const broadcastObjectSync = <V>(v: V, o?: BroadcastObjectOptions): V => instance().broadcastObjectSync(v, o);
 export const barrier = (o?: BarrierOptions): Promise<void> => instance().barrier(o);
 export const barrierSync = (o?: BarrierOptions): void => instance().barrierSync(o);
 

@@ -13,6 +13,7 @@ import type { Config } from '../core/config.js';
 import { fromErrorRecord, RingReduceError, ShutdownError, TimeoutError } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
 import type { Request } from '../engine/messages.js';
+import type { PeerRequest } from '../engine/point_to_point.js';
 import {
   type FromEngine,
   kSignalBurst,
@@ -31,7 +32,7 @@ export interface Completion {
 
 /** One collective handed to the engine. */
 export interface Call {
-  request: Request;
+  request: Request | PeerRequest;
   /** What the engine works on (see Submission.buffer). */
   buffer: TypedArray | undefined;
   /** Allgather with option 'out': where the result goes. */

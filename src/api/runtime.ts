@@ -9,7 +9,7 @@ import { allocShared } from '../core/dtypes.js';
 import { InvalidArgumentError, ShutdownError } from '../core/errors.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
-import type { CollectiveOp, Request } from '../engine/messages.js';
+import type { CollectiveOp } from '../engine/messages.js';
 import { unnamedName } from '../engine/ops/registry.js';
 import type { CallContext, Prepared, Result } from './call.js';
 import { EngineClient, type EngineLink } from './engine_client.js';
@@ -19,6 +19,15 @@ import { type AlltoallOptions, type AlltoallResult, prepareAlltoall } from './op
 import { type BarrierOptions, prepareBarrier } from './ops/barrier.js';
 import { type BroadcastOptions, prepareBroadcast } from './ops/broadcast.js';
 import { type GatherOptions, prepareGather } from './ops/gather.js';
+import {
+  type AllgatherObjectOptions,
+  allgatherObject,
+  allgatherObjectSync,
+  type BroadcastObjectOptions,
+  broadcastObject,
+  broadcastObjectSync,
+} from './ops/objects.js';
+import { prepareRecv, prepareSend, type RecvOptions, type SendOptions } from './ops/point_to_point.js';
 import { prepareReduce, type ReduceOptions } from './ops/reduce.js';
 import { prepareReducescatter, type ReducescatterOptions } from './ops/reducescatter.js';
 import { prepareScatter, type ScatterOptions } from './ops/scatter.js';
@@ -31,6 +40,8 @@ export type { AlltoallOptions, AlltoallResult } from './ops/alltoall.js';
 export type { BarrierOptions } from './ops/barrier.js';
 export type { BroadcastOptions } from './ops/broadcast.js';
 export type { GatherOptions } from './ops/gather.js';
+export type { AllgatherObjectOptions, BroadcastObjectOptions } from './ops/objects.js';
+export type { RecvOptions, SendOptions } from './ops/point_to_point.js';
 export type { ReduceOptions } from './ops/reduce.js';
 export type { ReducescatterOptions } from './ops/reducescatter.js';
 export type { ScatterOptions } from './ops/scatter.js';
@@ -43,7 +54,7 @@ const kStagingRetainBytes = 256 * 1024 * 1024;
 
 export class RingReduce {
   /** How many unnamed calls of each op this rank has made: ranks match them by this order. */
-  private readonly unnamedCounters = new Map<CollectiveOp, number>();
+  private readonly unnamedCounters = new Map<string, number>();
   private readonly inFlight = new Set<string>();
   /**
    * Fresh outputs are SharedArrayBuffers, which V8 is slow to free: see shared_memory_reclaimer.ts.
@@ -68,11 +79,11 @@ export class RingReduce {
     this.context = {
       rank: config.rank,
       size: config.size,
-      nameFor: (op, name) => {
+      nameFor: (op, name, label) => {
         if (name !== undefined) return name;
         const n = this.unnamedCounters.get(op) ?? 0;
         this.unnamedCounters.set(op, n + 1);
-        return unnamedName(op, n);
+        return label === undefined ? unnamedName(op as CollectiveOp, n) : `${label} #${n}`;
       },
       fresh: (t: ParsedTensor, length = t.data.length): TypedArray => {
         const array = allocShared(t.dtype, length);
@@ -218,6 +229,53 @@ export class RingReduce {
     return this.runSync(prepareScatter(this.context, tensor, options)) as ShapedTensor;
   }
 
+  /**
+   * Sends `tensor` to rank `to`, without involving the other ranks; it matches that rank's recv
+   * from this one with the same tag (in call order). Resolves once the receiver has the data. A
+   * recv of another dtype or length rejects on both sides with MismatchError.
+   * @example await rr.send(activations, { to: rr.rank() + 1, tag: 7 });
+   */
+  async send(tensor: TensorLike, options: SendOptions): Promise<void> {
+    await this.run(prepareSend(this.context, tensor, options));
+  }
+  sendSync(tensor: TensorLike, options: SendOptions): void {
+    this.runSync(prepareSend(this.context, tensor, options));
+  }
+
+  /**
+   * Receives the message rank `from` sends this rank with the same tag into `into` (same dtype and
+   * length as the message), and resolves to `into`.
+   * @example const acts = await rr.recv(new Float32Array(n), { from: rr.rank() - 1, tag: 7 });
+   */
+  async recv<T extends TensorLike>(into: T, options: RecvOptions): Promise<T> {
+    return this.run(prepareRecv(this.context, into, options)) as Promise<T>;
+  }
+  recvSync<T extends TensorLike>(into: T, options: RecvOptions): T {
+    return this.runSync(prepareRecv(this.context, into, options)) as T;
+  }
+
+  /**
+   * Every rank's `value` (any structured-clone value: objects, arrays, Maps, typed arrays...), in rank order.
+   * @example const hosts = await rr.allgatherObject({ host: os.hostname(), gpus: 0 });
+   */
+  allgatherObject<V>(value: V, options?: AllgatherObjectOptions): Promise<V[]> {
+    return allgatherObject(this, value, options) as Promise<V[]>;
+  }
+  allgatherObjectSync<V>(value: V, options?: AllgatherObjectOptions): V[] {
+    return allgatherObjectSync(this, value, options) as V[];
+  }
+
+  /**
+   * The root's `value` (any structured-clone value), on every rank; the others' values are ignored.
+   * @example const config = await rr.broadcastObject(rr.rank() === 0 ? loadConfig() : undefined);
+   */
+  broadcastObject<V>(value: V, options?: BroadcastObjectOptions): Promise<V> {
+    return broadcastObject(this, value, options) as Promise<V>;
+  }
+  broadcastObjectSync<V>(value: V, options?: BroadcastObjectOptions): V {
+    return broadcastObjectSync(this, value, options) as V;
+  }
+
   /** Resolves once every rank has called barrier. */
   async barrier(options?: BarrierOptions): Promise<void> {
     await this.run(prepareBarrier(this.context, options));
@@ -236,7 +294,7 @@ export class RingReduce {
     await this.engine.shutdown();
   }
 
-  private claimName(request: Request): void {
+  private claimName(request: { op: string; name: string }): void {
     if (this.shutDown) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
     if (this.inFlight.has(request.name)) {
       throw new InvalidArgumentError(`a collective named '${request.name}' is already in flight on rank ${this.config.rank}`);

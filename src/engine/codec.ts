@@ -15,7 +15,8 @@ import type { ControlMessage, Request, WireResponse } from './messages.js';
 import { kCollectiveOps, specOf } from './ops/registry.js';
 import { codeOf, Reader, readCounts, readShape, Writer, writeCounts, writeShape } from './wire.js';
 
-const kTypes = ['requests', 'responses', 'ready', 'shutdown', 'shutdown-ack'] as const;
+/** Message types in wire order: append only. */
+const kTypes = ['requests', 'responses', 'ready', 'shutdown', 'shutdown-ack', 'p2p-offer', 'p2p-answer', 'p2p-withdraw'] as const;
 
 function writeRequest(w: Writer, r: Request): void {
   w.str(r.name);
@@ -94,6 +95,18 @@ export function encodeControl(message: ControlMessage): Uint8Array {
     for (const id of message.evict) w.u32(id);
     w.u32(message.responses.length);
     for (const r of message.responses) writeResponse(w, r);
+  } else if (message.type === 'p2p-offer') {
+    w.u32(message.tag);
+    w.u32(message.sequence);
+    w.u8(codeOf(kDTypes, message.dtype));
+    w.f64(message.length);
+  } else if (message.type === 'p2p-answer') {
+    w.u32(message.sequence);
+    w.u8(message.accepted ? 1 : 0);
+    w.str(message.message);
+  } else if (message.type === 'p2p-withdraw') {
+    w.u32(message.sequence);
+    w.u32(message.tag);
   } else if (message.type === 'ready') {
     w.u32(message.round);
     w.bytesOf(bitVectorOf(message.ids));
@@ -124,6 +137,18 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     const responses: WireResponse[] = [];
     for (let i = 0; i < n; i++) responses.push(readResponse(r));
     message = { type, afterRounds, evict, responses };
+  } else if (type === 'p2p-offer') {
+    const tag = r.u32('tag');
+    const sequence = r.u32('sequence');
+    const dtype = r.enumOf(kDTypes, 'dtype');
+    const length = r.dim('length');
+    message = { type, tag, sequence, dtype, length };
+  } else if (type === 'p2p-answer') {
+    const sequence = r.u32('sequence');
+    const accepted = r.u8('accepted') === 1;
+    message = { type, sequence, accepted, message: r.str('message') };
+  } else if (type === 'p2p-withdraw') {
+    message = { type, sequence: r.u32('sequence'), tag: r.u32('tag') };
   } else if (type === 'ready') {
     const round = r.u32('round');
     const ids = idsOf(r.bytesOf('ready bit-vector'));

@@ -29,6 +29,7 @@ import type { BurstGate } from './burst_gate.js';
 import { decodeControl, encodeControl } from './codec.js';
 import { Executor } from './executor.js';
 import type { ControlMessage, ExecuteResponse, Request, Response } from './messages.js';
+import { isPeerRequest, type PeerRequest, PointToPoint } from './point_to_point.js';
 import { type Decision, Rank0Decisions } from './rank0_decisions.js';
 import { ReadyPath } from './ready_path.js';
 import { ResponseCache } from './response_cache.js';
@@ -42,6 +43,8 @@ export class Engine {
   private readonly executor: Executor;
   private readonly cache: ResponseCache;
   private readonly ready: ReadyPath;
+  /** Sends and recvs: between two ranks, outside negotiation. */
+  private readonly p2p: PointToPoint;
   /** Rank 0 only. */
   private readonly rank0: Rank0Decisions | undefined;
   private outbox: Request[] = [];
@@ -113,13 +116,26 @@ export class Engine {
       fail: (error) => this.fail(error),
       advance: () => this.advance(),
     });
+    this.p2p = new PointToPoint({ rank: config.rank, timeoutMs: config.stallTimeoutMs }, transport, {
+      sendControl: (peer, message) => {
+        this.transport.sendControl(peer, encodeControl(message)).catch((error) => this.fail(error));
+      },
+      post: (message) => this.post(message),
+      fail: (error) => this.fail(error),
+    });
     transport.onControl((peer, payload) => this.onControl(peer, payload));
     transport.onPeerFailure((peer, error) => this.onPeerFailure(peer, error));
   }
 
-  enqueue(id: number, request: Request, buffer: Entry['buffer'], output?: Entry['output'], fresh = false): void {
+  enqueue(id: number, request: Request | PeerRequest, buffer: Entry['buffer'], output?: Entry['output'], fresh = false): void {
     if (this.failure || this.closing) {
       this.post({ type: 'failed', id, error: toErrorRecord(this.failure ?? new ShutdownError('ringreduce is shutting down')) });
+      return;
+    }
+    if (isPeerRequest(request)) {
+      this.unsettled.add(id);
+      this.updateActivity();
+      this.p2p.submit(id, request, buffer as NonNullable<Entry['buffer']>);
       return;
     }
     const entry: Entry = output ? { id, request, buffer, output } : { id, request, buffer };
@@ -295,7 +311,10 @@ export class Engine {
     else if (message.type === 'ready') {
       this.ready.onReport(peer, message);
       this.advance();
-    } else if (peer === kCoordinator) this.handleAtRank(message);
+    } else if (message.type === 'p2p-offer') this.p2p.onOffer(peer, message);
+    else if (message.type === 'p2p-answer') this.p2p.onAnswer(peer, message);
+    else if (message.type === 'p2p-withdraw') this.p2p.onWithdraw(peer, message.sequence, message.tag);
+    else if (peer === kCoordinator) this.handleAtRank(message);
   }
 
   private handleAtCoordinator(rank: number, message: ControlMessage): void {
@@ -426,6 +445,7 @@ export class Engine {
   private failAll(error: RingReduceError): void {
     this.outbox = [];
     this.ready.clear();
+    this.p2p.failAll(error);
     for (const entry of this.queue.drain()) this.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
   }
 }

@@ -1,7 +1,7 @@
 /**
  * Turns an agreed response into a run of its collective (the operation's spec, ops/) over the
- * transport. Every rank calls `execute` for the same responses in the same order, so the tag (a
- * counter of executed collectives) is the same on every rank and keeps the messages of
+ * transport. Every rank calls `execute` for the same responses in the same order, so the tag (from
+ * a counter of executed collectives, tags.ts) is the same on every rank and keeps the messages of
  * consecutive collectives apart. Eager collectives, whose data came with the ready round, are
  * finished here too (`finishEager`), so every reduction goes through one place.
  */
@@ -11,10 +11,11 @@ import type { KernelSelector } from '../algorithms/reduce.js';
 import { BufferPool } from '../core/buffer_pool.js';
 import type { TypedArray } from '../core/types.js';
 import type { Timeline } from '../observability/timeline.js';
-import { kMaxTag, type NativeCollectives, nativeCollectivesOf, type Transport } from '../transport/transport.js';
+import { type NativeCollectives, nativeCollectivesOf, type Transport } from '../transport/transport.js';
 import type { ExecuteResponse, Request } from './messages.js';
 import type { ExecutionContext, ExecutionResult } from './ops/op_spec.js';
 import { specOf } from './ops/registry.js';
+import { collectiveTag, kCollectiveTagCount } from './tags.js';
 import type { Entry } from './tensor_queue.js';
 
 export type { ExecutionResult } from './ops/op_spec.js';
@@ -49,8 +50,8 @@ export class Executor {
 
   /** Runs `response` for `entries` (one per name, in the response's order); one result per entry. */
   execute(response: ExecuteResponse, entries: readonly Entry[]): Promise<ExecutionResult[]> {
-    const tag = this.nextTag;
-    this.nextTag = tag === kMaxTag ? 0 : tag + 1;
+    const tag = collectiveTag(this.nextTag);
+    this.nextTag = (this.nextTag + 1) % kCollectiveTagCount;
     this.counts.executions++;
     if (entries.length > 1) this.counts.fused++;
     const name = (entries[0] as Entry).request.name;

@@ -7,6 +7,7 @@
  * cache knows skip rank 0: ranks agree on them among themselves in ready rounds.
  */
 import type { ErrorClassName } from '../core/errors.js';
+import type { DType } from '../core/types.js';
 import type { Agreement } from './ops/op_spec.js';
 import type { Request } from './ops/registry.js';
 
@@ -55,4 +56,10 @@ export type ControlMessage =
   | { type: 'ready'; round: number; ids: number[]; eager: { id: number; data: Uint8Array }[] }
   /** A rank's shutdown() reached its engine; the coordinator answers shutdown-ack once all did. */
   | { type: 'shutdown' }
-  | { type: 'shutdown-ack' };
+  | { type: 'shutdown-ack' }
+  /** Point-to-point (point_to_point.ts), between the two ranks only: a send offers its message... */
+  | { type: 'p2p-offer'; tag: number; sequence: number; dtype: DType; length: number }
+  /** ...the receiver accepts it (the data follows) or refuses it, with the mismatch both sides report... */
+  | { type: 'p2p-answer'; sequence: number; accepted: boolean; message: string }
+  /** ...or the sender, past its deadline, withdraws it. */
+  | { type: 'p2p-withdraw'; sequence: number; tag: number };

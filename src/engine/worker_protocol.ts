@@ -8,6 +8,7 @@ import type { Config } from '../core/config.js';
 import type { ErrorRecord } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
 import type { Request } from './messages.js';
+import type { PeerRequest } from './point_to_point.js';
 
 export interface WorkerInit {
   config: Config;
@@ -24,7 +25,7 @@ export interface WorkerInit {
 /** One collective the caller submitted. */
 export interface Submission {
   id: number;
-  request: Request;
+  request: Request | PeerRequest;
   /** allreduce/broadcast: the output (already holding this rank's input); allgather: the input copy. */
   buffer: TypedArray | undefined;
   /** Allgather with option 'out': where the result goes (the engine allocates it otherwise). */

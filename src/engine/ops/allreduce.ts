@@ -29,17 +29,22 @@ const kReduceOpCheck: FieldCheck<AllreduceRequest> = { what: 'reduce ops', text:
 
 export const allreduceOp: OpSpec<AllreduceRequest> = {
   op: 'allreduce',
-  write: (w, r) => w.u8(codeOf(kReduceOps, r.reduceOp)),
-  read: (r, base) => ({ ...base, reduceOp: r.enumOf(kReduceOps, 'reduce op') }),
+  write(w, r) {
+    w.u8(codeOf(kReduceOps, r.reduceOp));
+    writeScales(w, r);
+  },
+  read: (r, base) => ({ ...base, reduceOp: r.enumOf(kReduceOps, 'reduce op'), ...readScales(r) }),
   agree: (name, requests) =>
-    firstMismatch(name, requests, [kDTypeCheck, kReduceOpCheck, kShapeCheck]) ?? {
+    firstMismatch(name, requests, [kDTypeCheck, kReduceOpCheck, kScalesCheck, kShapeCheck]) ?? {
       request: requests[0] as AllreduceRequest,
       counts: [],
     },
   cacheable: true,
-  fusionKey: (r) => `${r.dtype}/${r.reduceOp}`,
+  fusionKey: (r) => `${r.dtype}/${r.reduceOp}/${r.prescale ?? 1}/${r.postscale ?? 1}`,
   eager: {
-    fits: (r, size) => size >= 2 && size <= kEagerMaxRanks && elementCount(r.shape) * bytesPerElement(r.dtype) <= kEagerMaxBytes,
+    // Scaled ones take the algorithms: the peers' buffers arrive unscaled.
+    fits: (r, size) =>
+      size >= 2 && size <= kEagerMaxRanks && !isScaled(r) && elementCount(r.shape) * bytesPerElement(r.dtype) <= kEagerMaxBytes,
     finish: (r, buffers, into, kernels) => reduceInRankOrder(buffers, into, r.reduceOp, kernels),
   },
   async execute(ctx, { request }, entries) {
