@@ -51,13 +51,10 @@ Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("Comm", Comm::Define(env));
   // The code tables, so the loader can check that the TypeScript side numbers them the same.
   Napi::Array dtypes = Napi::Array::New(env);
-  const char* kDTypeNames[] = {"float32", "float64", "int8",   "int16", "int32",
-                               "uint8",   "uint16",  "uint32", "int64", "uint64"};
-  for (uint32_t i = 0; i < kDTypeCount; i++) dtypes.Set(i, kDTypeNames[i]);
+  for (uint32_t i = 0; i < kDTypeCount; i++) dtypes.Set(i, DTypeName(static_cast<int>(i)));
   exports.Set("dtypes", dtypes);
   Napi::Array reduceOps = Napi::Array::New(env);
-  const char* kReduceNames[] = {"sum", "average", "min", "max", "product"};
-  for (uint32_t i = 0; i < kReduceCount; i++) reduceOps.Set(i, kReduceNames[i]);
+  for (uint32_t i = 0; i < kReduceCount; i++) reduceOps.Set(i, ReduceName(static_cast<int>(i)));
   exports.Set("reduceOps", reduceOps);
   return exports;
 }

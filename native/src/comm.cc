@@ -1,8 +1,12 @@
 #include "comm.h"
 
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
+#include <string>
+#include <vector>
 
 #include "mpi_library.h"
 #include "types.h"
@@ -61,6 +65,86 @@ int IntArg(const Napi::CallbackInfo& info, size_t index, const char* what, int m
   return static_cast<int>(number);
 }
 
+// A typed array argument of the collective's dtype.
+View BufferArg(Napi::Env env, Napi::Value value, const char* what, int dtype) {
+  const View view = ViewOf(env, value, what);
+  if (DTypeOfArray(view.type) != dtype) throw Napi::TypeError::New(env, std::string(what) + " is not a typed array of that dtype");
+  return view;
+}
+
+size_t ElementsOf(const View& view, int dtype) { return view.bytes / BytesPerElement(dtype); }
+
+bool Overlap(const View& a, const View& b) {
+  if (a.bytes == 0 || b.bytes == 0) return false;
+  const auto* x = static_cast<const char*>(a.data);
+  const auto* y = static_cast<const char*>(b.data);
+  return x < y + b.bytes && y < x + a.bytes;
+}
+
+// A reduce-op code MPI can apply to `dtype`: 'average' needs a float dtype (MPI_SUM, then a
+// division), band/bor/bxor an integer one (MPI forbids them on floats).
+int ReduceArg(const Napi::CallbackInfo& info, size_t index, int dtype) {
+  const int reduce = IntArg(info, index, "reduceOp", 0, kReduceCount - 1);
+  if (reduce == kAverage && !IsFloatDType(dtype)) {
+    throw Napi::TypeError::New(info.Env(), "average needs a float dtype");
+  }
+  if (IsBitwise(reduce) && IsFloatDType(dtype)) {
+    throw Napi::TypeError::New(info.Env(), std::string(ReduceName(reduce)) + " needs an integer dtype, not " +
+                                               DTypeName(dtype));
+  }
+  return reduce;
+}
+
+// One count per rank, non-negative integers adding up to at most `maxTotal` elements.
+std::vector<int64_t> ParseCounts(const Napi::CallbackInfo& info, size_t index, const char* what, int size,
+                                 int64_t maxTotal, const char* why) {
+  Napi::Env env = info.Env();
+  if (!info[index].IsArray() || info[index].As<Napi::Array>().Length() != static_cast<uint32_t>(size)) {
+    throw Napi::TypeError::New(env, std::string(what) + " must be an array with one count per rank");
+  }
+  Napi::Array array = info[index].As<Napi::Array>();
+  std::vector<int64_t> counts;
+  int64_t total = 0;
+  for (int r = 0; r < size; r++) {
+    const Napi::Value count = array.Get(static_cast<uint32_t>(r));
+    const double value = count.IsNumber() ? count.As<Napi::Number>().DoubleValue() : -1;
+    if (!(value >= 0) || value != std::floor(value)) {
+      throw Napi::TypeError::New(env, std::string(what) + " must be non-negative integers");
+    }
+    if (value > static_cast<double>(maxTotal - total)) {
+      throw Napi::RangeError::New(env, std::string(what) + " add up to more than " + why);
+    }
+    counts.push_back(static_cast<int64_t>(value));
+    total += counts.back();
+  }
+  return counts;
+}
+
+// Counts as MPI takes them, C ints: fills `counts` and (if given) `displs`, the running sums,
+// and returns the total, which must be at most INT_MAX elements (then every count and
+// displacement is too).
+int64_t CountsArg(const Napi::CallbackInfo& info, size_t index, const char* what, int size, std::vector<int>* counts,
+                  std::vector<int>* displs) {
+  const std::vector<int64_t> parsed =
+      ParseCounts(info, index, what, size, INT_MAX, "2^31-1 elements, which MPI's int counts and displacements cannot express");
+  int64_t total = 0;
+  counts->clear();
+  if (displs != nullptr) displs->clear();
+  for (const int64_t count : parsed) {
+    counts->push_back(static_cast<int>(count));
+    if (displs != nullptr) displs->push_back(static_cast<int>(total));
+    total += count;
+  }
+  return total;
+}
+
+Napi::Array Keep(Napi::Env env, std::initializer_list<Napi::Value> values) {
+  Napi::Array keep = Napi::Array::New(env);
+  uint32_t i = 0;
+  for (const Napi::Value& value : values) keep.Set(i++, value);
+  return keep;
+}
+
 MPI_Comm Dup(Napi::Env env) {
   MPI_Comm comm = MPI_COMM_NULL;
   int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
@@ -81,6 +165,11 @@ Napi::Function Comm::Define(Napi::Env env) {
                          InstanceMethod<&Comm::Allreduce>("allreduce"),
                          InstanceMethod<&Comm::Allgatherv>("allgatherv"),
                          InstanceMethod<&Comm::Bcast>("bcast"),
+                         InstanceMethod<&Comm::ReduceScatter>("reduceScatter"),
+                         InstanceMethod<&Comm::Alltoallv>("alltoallv"),
+                         InstanceMethod<&Comm::Reduce>("reduce"),
+                         InstanceMethod<&Comm::Gatherv>("gatherv"),
+                         InstanceMethod<&Comm::Scatterv>("scatterv"),
                          InstanceMethod<&Comm::Close>("close"),
                      });
 }
@@ -216,10 +305,7 @@ std::unique_ptr<Op> Comm::Collective(const Napi::CallbackInfo& info, OpKind kind
 
 Napi::Value Comm::Allreduce(const Napi::CallbackInfo& info) {
   auto op = Collective(info, OpKind::kAllreduce);
-  const int reduce = IntArg(info, 2, "reduceOp", 0, kReduceCount - 1);
-  if (reduce == kAverage && op->dtype != kFloat32 && op->dtype != kFloat64) {
-    throw Napi::TypeError::New(info.Env(), "average needs a float dtype");
-  }
+  const int reduce = ReduceArg(info, 2, op->dtype);
   op->reduce = MpiOpOf(reduce, op->dtype);
   op->average = reduce == kAverage;
   return Submit(info.Env(), std::move(op), info[0]);
@@ -235,29 +321,148 @@ Napi::Value Comm::Bcast(const Napi::CallbackInfo& info) {
 Napi::Value Comm::Allgatherv(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto op = Collective(info, OpKind::kAllgatherv);
-  if (!info[2].IsArray() || info[2].As<Napi::Array>().Length() != static_cast<uint32_t>(size_)) {
-    throw Napi::TypeError::New(env, "counts must be an array with one count per rank");
-  }
-  Napi::Array counts = info[2].As<Napi::Array>();
-  int64_t offset = 0;
-  for (int r = 0; r < size_; r++) {
-    const Napi::Value count = counts.Get(static_cast<uint32_t>(r));
-    const double value = count.IsNumber() ? count.As<Napi::Number>().DoubleValue() : -1;
-    if (!(value >= 0) || value > INT_MAX || offset > INT_MAX) {
-      op->counts.clear();
-      break;
-    }
-    op->counts.push_back(static_cast<int>(value));
-    op->displs.push_back(static_cast<int>(offset));
-    offset += static_cast<int64_t>(value);
-  }
-  if (op->counts.empty() || offset > INT_MAX) {
-    throw Napi::RangeError::New(env, "allgather counts and offsets must be integers that MPI's int can hold");
-  }
-  if (static_cast<size_t>(offset) != op->count) {
+  const int64_t total = CountsArg(info, 2, "counts", size_, &op->counts, &op->displs);
+  if (static_cast<size_t>(total) != op->count) {
     throw Napi::RangeError::New(env, "buf must hold exactly the sum of counts");
   }
   return Submit(env, std::move(op), info[0]);
+}
+
+// (input, output, dtype, counts, reduceOp): MPI_Reduce_scatter. `input` holds counts[r] elements
+// for each rank r in rank order; `output` (counts[rank]) gets this rank's block reduced. The
+// progress thread splits it into calls MPI's int counts hold, so counts have no int limit.
+Napi::Value Comm::ReduceScatter(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto op = std::make_unique<Op>();
+  op->kind = OpKind::kReduceScatter;
+  op->dtype = IntArg(info, 2, "dtype", 0, kDTypeCount - 1);
+  const View input = BufferArg(env, info[0], "input", op->dtype);
+  const View output = BufferArg(env, info[1], "output", op->dtype);
+  constexpr int64_t kMaxSafeInteger = (int64_t{1} << 53) - 1;
+  const std::vector<int64_t> counts = ParseCounts(info, 3, "counts", size_, kMaxSafeInteger, "2^53-1 elements");
+  const int reduce = ReduceArg(info, 4, op->dtype);
+  int64_t total = 0;
+  for (const int64_t count : counts) {
+    op->blockCounts.push_back(static_cast<size_t>(count));
+    total += count;
+  }
+  if (ElementsOf(input, op->dtype) != static_cast<size_t>(total)) {
+    throw Napi::RangeError::New(env, "input must hold exactly the sum of counts");
+  }
+  if (ElementsOf(output, op->dtype) != op->blockCounts[rank_]) {
+    throw Napi::RangeError::New(env, "output must hold exactly counts[rank] elements");
+  }
+  if (Overlap(input, output)) throw Napi::RangeError::New(env, "input and output must not overlap");
+  op->type = DatatypeOf(op->dtype);
+  op->reduce = MpiOpOf(reduce, op->dtype);
+  op->average = reduce == kAverage;
+  op->data = input.data;
+  op->count = static_cast<size_t>(total);
+  op->recv = output.data;
+  op->recvCount = op->blockCounts[rank_];
+  return Submit(env, std::move(op), Keep(env, {info[0], info[1]}));
+}
+
+// (input, output, dtype, sendCounts, recvCounts): MPI_Alltoallv. `input` holds sendCounts[j]
+// elements for rank j, `output` gets recvCounts[j] from rank j, both in rank order.
+Napi::Value Comm::Alltoallv(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto op = std::make_unique<Op>();
+  op->kind = OpKind::kAlltoallv;
+  op->dtype = IntArg(info, 2, "dtype", 0, kDTypeCount - 1);
+  const View input = BufferArg(env, info[0], "input", op->dtype);
+  const View output = BufferArg(env, info[1], "output", op->dtype);
+  const int64_t sent = CountsArg(info, 3, "sendCounts", size_, &op->counts, &op->displs);
+  const int64_t received = CountsArg(info, 4, "recvCounts", size_, &op->recvCounts, &op->recvDispls);
+  if (ElementsOf(input, op->dtype) != static_cast<size_t>(sent)) {
+    throw Napi::RangeError::New(env, "input must hold exactly the sum of sendCounts");
+  }
+  if (ElementsOf(output, op->dtype) != static_cast<size_t>(received)) {
+    throw Napi::RangeError::New(env, "output must hold exactly the sum of recvCounts");
+  }
+  if (Overlap(input, output)) throw Napi::RangeError::New(env, "input and output must not overlap");
+  op->type = DatatypeOf(op->dtype);
+  op->data = input.data;
+  op->count = static_cast<size_t>(sent);
+  op->recv = output.data;
+  op->recvCount = static_cast<size_t>(received);
+  return Submit(env, std::move(op), Keep(env, {info[0], info[1]}));
+}
+
+// (buf, dtype, reduceOp, root): MPI_Reduce, MPI_IN_PLACE at the root; other ranks' buf is only read.
+Napi::Value Comm::Reduce(const Napi::CallbackInfo& info) {
+  auto op = Collective(info, OpKind::kReduce);
+  const int reduce = ReduceArg(info, 2, op->dtype);
+  op->peer = IntArg(info, 3, "root", 0, size_ - 1);
+  op->root = op->peer == rank_;
+  op->reduce = MpiOpOf(reduce, op->dtype);
+  op->average = reduce == kAverage;
+  return Submit(info.Env(), std::move(op), info[0]);
+}
+
+// (input, out, dtype, counts, root): MPI_Gatherv. The root's `out` (the sum of counts) gets
+// every block, its own already in place (MPI_IN_PLACE; its `input` is not used); every other
+// rank sends `input` (counts[rank]) and may pass undefined as `out`.
+Napi::Value Comm::Gatherv(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto op = std::make_unique<Op>();
+  op->kind = OpKind::kGatherv;
+  op->dtype = IntArg(info, 2, "dtype", 0, kDTypeCount - 1);
+  const int64_t total = CountsArg(info, 3, "counts", size_, &op->counts, &op->displs);
+  op->peer = IntArg(info, 4, "root", 0, size_ - 1);
+  op->root = op->peer == rank_;
+  op->type = DatatypeOf(op->dtype);
+  if (op->root) {
+    const View out = BufferArg(env, info[1], "out", op->dtype);
+    if (ElementsOf(out, op->dtype) != static_cast<size_t>(total)) {
+      throw Napi::RangeError::New(env, "the root's out must hold exactly the sum of counts");
+    }
+    op->recv = out.data;
+    op->recvCount = static_cast<size_t>(total);
+    return Submit(env, std::move(op), info[1]);
+  }
+  const View input = BufferArg(env, info[0], "input", op->dtype);
+  if (ElementsOf(input, op->dtype) != static_cast<size_t>(op->counts[rank_])) {
+    throw Napi::RangeError::New(env, "input must hold exactly counts[rank] elements");
+  }
+  op->data = input.data;
+  op->count = static_cast<size_t>(op->counts[rank_]);
+  return Submit(env, std::move(op), info[0]);
+}
+
+// (input, output, dtype, counts, root): MPI_Scatterv. The root's `input` (the sum of counts)
+// holds every block; every rank's `output` (counts[rank]) gets its own. Other ranks may pass
+// undefined as `input`. A root whose output already is its block of the input uses MPI_IN_PLACE.
+Napi::Value Comm::Scatterv(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto op = std::make_unique<Op>();
+  op->kind = OpKind::kScatterv;
+  op->dtype = IntArg(info, 2, "dtype", 0, kDTypeCount - 1);
+  const int64_t total = CountsArg(info, 3, "counts", size_, &op->counts, &op->displs);
+  op->peer = IntArg(info, 4, "root", 0, size_ - 1);
+  op->root = op->peer == rank_;
+  op->type = DatatypeOf(op->dtype);
+  const View output = BufferArg(env, info[1], "output", op->dtype);
+  if (ElementsOf(output, op->dtype) != static_cast<size_t>(op->counts[rank_])) {
+    throw Napi::RangeError::New(env, "output must hold exactly counts[rank] elements");
+  }
+  op->recv = output.data;
+  op->recvCount = static_cast<size_t>(op->counts[rank_]);
+  if (!op->root) return Submit(env, std::move(op), info[1]);
+  const View input = BufferArg(env, info[0], "input", op->dtype);
+  if (ElementsOf(input, op->dtype) != static_cast<size_t>(total)) {
+    throw Napi::RangeError::New(env, "the root's input must hold exactly the sum of counts");
+  }
+  const size_t elementSize = BytesPerElement(op->dtype);
+  const char* own = static_cast<const char*>(input.data) + static_cast<size_t>(op->displs[rank_]) * elementSize;
+  if (output.bytes > 0 && output.data == own) {
+    op->recv = MPI_IN_PLACE;
+  } else if (Overlap(input, output)) {
+    throw Napi::RangeError::New(env, "the root's output must be its own block of the input, or not overlap it");
+  }
+  op->data = input.data;
+  op->count = static_cast<size_t>(total);
+  return Submit(env, std::move(op), Keep(env, {info[0], info[1]}));
 }
 
 Napi::Value Comm::Submit(Napi::Env env, std::unique_ptr<Op> op, Napi::Value keep) {

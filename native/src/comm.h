@@ -26,6 +26,11 @@ class Comm : public Napi::ObjectWrap<Comm> {
   Napi::Value Allreduce(const Napi::CallbackInfo& info);
   Napi::Value Allgatherv(const Napi::CallbackInfo& info);
   Napi::Value Bcast(const Napi::CallbackInfo& info);
+  Napi::Value ReduceScatter(const Napi::CallbackInfo& info);
+  Napi::Value Alltoallv(const Napi::CallbackInfo& info);
+  Napi::Value Reduce(const Napi::CallbackInfo& info);
+  Napi::Value Gatherv(const Napi::CallbackInfo& info);
+  Napi::Value Scatterv(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
   std::unique_ptr<Op> PointToPoint(const Napi::CallbackInfo& info, OpKind kind);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 #include "mpi_library.h"
 #include "types.h"
@@ -29,12 +30,12 @@ constexpr auto kMaxSleepPolled = milliseconds(10);
 constexpr auto kMaxSleepClosing = milliseconds(1);
 // Collectives run in chunks MPI's int counts can express.
 constexpr size_t kMaxChunk = size_t{1} << 30;
-// An allreduce runs as MPI_Allreduce calls of at most this many bytes. Open MPI's allreduce
-// mallocs a temporary as large as the message; from 32 MiB up glibc serves it with a fresh
-// mmap on every call, whose page faults made 32 MiB take ~170 ms instead of ~10 ms here (2
-// ranks, shared memory). Pieces of 2 MiB also stay in cache: 16 MiB took 3.4-6 ms in 2 MiB
+// An allreduce runs as MPI_Allreduce calls of at most this many bytes (a reduce and a
+// reduce-scatter too, see ReduceScatter). Open MPI's allreduce mallocs a temporary as large as
+// the message; from 32 MiB up glibc serves it with a fresh mmap on every call, whose page
+// faults made 32 MiB take ~170 ms instead of ~10 ms here (2 ranks, shared memory). Pieces of 2 MiB also stay in cache: 16 MiB took 3.4-6 ms in 2 MiB
 // pieces, 6-8 ms in one call. See docs/mpi.md, "Performance".
-constexpr size_t kAllreduceChunkBytes = size_t{2} << 20;
+constexpr size_t kReduceChunkBytes = size_t{2} << 20;
 
 std::string Describe(const char* what, int rc) { return std::string(what) + ": " + MpiErrorString(rc); }
 
@@ -220,14 +221,14 @@ void ProgressEngine::Start(std::unique_ptr<Op> op) {
 void ProgressEngine::RunCollective(Op& op) {
   const size_t elementSize = BytesPerElement(op.dtype);
   auto* bytes = static_cast<char*>(op.data);
+  const MPI_Comm comm = comms_.collective;
   int rc = MPI_SUCCESS;
   switch (op.kind) {
     case OpKind::kAllreduce: {
-      const size_t chunk = std::max<size_t>(1, kAllreduceChunkBytes / elementSize);
+      const size_t chunk = std::max<size_t>(1, kReduceChunkBytes / elementSize);
       for (size_t done = 0; done < op.count && rc == MPI_SUCCESS;) {
         const size_t n = std::min(chunk, op.count - done);
-        rc = MPI_Allreduce(MPI_IN_PLACE, bytes + done * elementSize, static_cast<int>(n), op.type, op.reduce,
-                           comms_.collective);
+        rc = MPI_Allreduce(MPI_IN_PLACE, bytes + done * elementSize, static_cast<int>(n), op.type, op.reduce, comm);
         done += n;
       }
       if (rc == MPI_SUCCESS && op.average) DivideInPlace(op.dtype, op.data, op.count, size_);
@@ -236,19 +237,90 @@ void ProgressEngine::RunCollective(Op& op) {
     case OpKind::kBcast:
       for (size_t done = 0; done < op.count && rc == MPI_SUCCESS;) {
         const size_t n = std::min(kMaxChunk, op.count - done);
-        rc = MPI_Bcast(bytes + done * elementSize, static_cast<int>(n), op.type, op.peer, comms_.collective);
+        rc = MPI_Bcast(bytes + done * elementSize, static_cast<int>(n), op.type, op.peer, comm);
         done += n;
       }
       break;
     case OpKind::kAllgatherv:
       rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op.data, op.counts.data(), op.displs.data(), op.type,
-                          comms_.collective);
+                          comm);
+      break;
+    case OpKind::kReduceScatter:
+      rc = ReduceScatter(op);
+      if (rc == MPI_SUCCESS && op.average) DivideInPlace(op.dtype, op.recv, op.recvCount, size_);
+      break;
+    case OpKind::kAlltoallv:
+      rc = MPI_Alltoallv(op.data, op.counts.data(), op.displs.data(), op.type, op.recv, op.recvCounts.data(),
+                         op.recvDispls.data(), op.type, comm);
+      break;
+    case OpKind::kReduce: {
+      // In pieces, as the allreduce (and so any length: no int count to overflow).
+      const size_t chunk = std::max<size_t>(1, kReduceChunkBytes / elementSize);
+      for (size_t done = 0; done < op.count && rc == MPI_SUCCESS;) {
+        const size_t n = std::min(chunk, op.count - done);
+        char* piece = bytes + done * elementSize;
+        rc = op.root ? MPI_Reduce(MPI_IN_PLACE, piece, static_cast<int>(n), op.type, op.reduce, op.peer, comm)
+                     : MPI_Reduce(piece, nullptr, static_cast<int>(n), op.type, op.reduce, op.peer, comm);
+        done += n;
+      }
+      if (rc == MPI_SUCCESS && op.average && op.root) DivideInPlace(op.dtype, op.data, op.count, size_);
+      break;
+    }
+    case OpKind::kGatherv:
+      // The root's own block is already in place in its receive buffer.
+      rc = op.root ? MPI_Gatherv(MPI_IN_PLACE, 0, op.type, op.recv, op.counts.data(), op.displs.data(), op.type,
+                                 op.peer, comm)
+                   : MPI_Gatherv(op.data, static_cast<int>(op.count), op.type, nullptr, op.counts.data(),
+                                 op.displs.data(), op.type, op.peer, comm);
+      break;
+    case OpKind::kScatterv:
+      rc = MPI_Scatterv(op.root ? op.data : nullptr, op.counts.data(), op.displs.data(), op.type, op.recv,
+                        static_cast<int>(op.recvCount), op.type, op.peer, comm);
       break;
     default:
       break;
   }
   if (rc != MPI_SUCCESS) Settle(op, Failure::kMpi, Describe("the MPI collective failed", rc), true);
   else Settle(op, Failure::kNone, "", true);
+}
+
+// MPI_Reduce_scatter in calls of at most kReduceChunkBytes of input, as the allreduce (Open
+// MPI's reduce-scatter also allocates temporaries as large as the message: 64 MiB took ~200 ms
+// in one call, ~35 ms in 2 MiB pieces here, 2 ranks). Each call takes the next window of every
+// rank's block, packed back to back into scratch_, and lands this rank's window straight in
+// the output. Every rank runs the same calls (the counts are the same everywhere); counts of
+// any size work, each call's fit in an int.
+int ProgressEngine::ReduceScatter(Op& op) {
+  const size_t elementSize = BytesPerElement(op.dtype);
+  const size_t ranks = op.blockCounts.size();
+  std::vector<int> counts(ranks);
+  auto* input = static_cast<const char*>(op.data);
+  auto* output = static_cast<char*>(op.recv);
+  if (op.count * elementSize <= kReduceChunkBytes) {
+    for (size_t r = 0; r < ranks; r++) counts[r] = static_cast<int>(op.blockCounts[r]);
+    return MPI_Reduce_scatter(op.data, op.recv, counts.data(), op.type, op.reduce, comms_.collective);
+  }
+  const size_t window = std::max<size_t>(1, kReduceChunkBytes / elementSize / ranks);
+  if (scratch_.size() < window * ranks * elementSize) scratch_.resize(window * ranks * elementSize);
+  std::vector<size_t> starts(ranks);
+  size_t longest = 0;
+  for (size_t r = 0, at = 0; r < ranks; at += op.blockCounts[r], r++) {
+    starts[r] = at;
+    longest = std::max(longest, op.blockCounts[r]);
+  }
+  int rc = MPI_SUCCESS;
+  for (size_t done = 0; done < longest && rc == MPI_SUCCESS; done += window) {
+    size_t packed = 0;
+    for (size_t r = 0; r < ranks; r++) {
+      const size_t n = op.blockCounts[r] > done ? std::min(window, op.blockCounts[r] - done) : 0;
+      if (n > 0) std::memcpy(scratch_.data() + packed * elementSize, input + (starts[r] + done) * elementSize, n * elementSize);
+      counts[r] = static_cast<int>(n);
+      packed += n;
+    }
+    rc = MPI_Reduce_scatter(scratch_.data(), output + done * elementSize, counts.data(), op.type, op.reduce,
+                            comms_.collective);
+  }
+  return rc;
 }
 
 bool ProgressEngine::TestActive() {

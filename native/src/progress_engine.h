@@ -3,7 +3,8 @@
 //
 // How it works. The JS thread submits Ops to a queue; the thread starts them: point-to-point
 // sends and receives as MPI_Isend/MPI_Irecv, collectives as Open MPI's tuned blocking calls
-// (MPI_Allreduce in pieces of at most 2 MiB, MPI_Allgatherv, MPI_Bcast, in place; the
+// (MPI_Allreduce, MPI_Reduce and MPI_Reduce_scatter in pieces of at most 2 MiB, MPI_Allgatherv,
+// MPI_Bcast, MPI_Alltoallv, MPI_Gatherv, MPI_Scatterv; in place where MPI allows; the
 // non-blocking MPI_I* versions are 30-140% slower at 1-16 MiB here). It completes requests
 // with MPI_Testsome, receives control messages with MPI_Improbe + MPI_Imrecv (any size, in
 // order per peer), and hands back Events, waking the JS thread through `notify` (a thread-safe
@@ -24,7 +25,7 @@
 // with kClosed, waits (until its deadline) for requests to finish, then runs MPI_Ibarrier on
 // the collective communicator with the same deadline: a clean close means every rank reached
 // it and nothing is in flight, so MPI_Finalize will not block. The thread then exits; no
-// thread is ever left inside MPI. Blocking collectives have no deadline here: mpi_transport.ts
+// thread is ever left inside MPI. Blocking collectives have no deadline here: mpi_collectives.ts
 // aborts the job when one overruns (no rank can leave an MPI collective alone).
 #pragma once
 
@@ -69,6 +70,7 @@ class ProgressEngine {
   void Run();
   void Start(std::unique_ptr<Op> op);
   void RunCollective(Op& op);
+  int ReduceScatter(Op& op);
   void BeginClose(std::unique_ptr<Op> op);
   bool TestActive();
   bool ProbeControl();
@@ -110,6 +112,7 @@ class ProgressEngine {
   std::vector<MPI_Request> requests_;  // scratch for MPI_Testsome
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
+  std::vector<char> scratch_;  // reduce-scatter: one call's input, packed
   std::unique_ptr<Op> close_;
   MPI_Request barrier_ = MPI_REQUEST_NULL;
   bool barrierPosted_ = false;

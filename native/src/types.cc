@@ -22,6 +22,24 @@ MPI_Datatype DatatypeOf(int dtype) {
   }
 }
 
+const char* DTypeName(int dtype) {
+  static const char* const kDTypeNames[kDTypeCount] = {"float32", "float64", "int8",   "int16", "int32",
+                                                        "uint8",   "uint16",  "uint32", "int64", "uint64"};
+  return dtype >= 0 && dtype < kDTypeCount ? kDTypeNames[dtype] : "?";
+}
+
+const char* ReduceName(int reduce) {
+  // The addon exports this table as `reduceOps` (addon.cc): the loader checks it against
+  // kReduceOpCodes in native_binding.ts.
+  static const char* const kReduceNames[kReduceCount] = {"sum", "average", "min",  "max",
+                                                          "product", "band", "bor", "bxor"};
+  return reduce >= 0 && reduce < kReduceCount ? kReduceNames[reduce] : "?";
+}
+
+bool IsFloatDType(int dtype) { return dtype == kFloat32 || dtype == kFloat64; }
+
+bool IsBitwise(int reduce) { return reduce == kBand || reduce == kBor || reduce == kBxor; }
+
 size_t BytesPerElement(int dtype) {
   static const size_t kSizes[kDTypeCount] = {4, 8, 1, 2, 4, 1, 2, 4, 8, 8};
   return dtype >= 0 && dtype < kDTypeCount ? kSizes[dtype] : 0;
@@ -61,6 +79,9 @@ MPI_Op MpiOpOf(int reduce, int dtype) {
     case kMin: return MPI_MIN;
     case kMax: return MPI_MAX;
     case kProduct: return MPI_PROD;
+    case kBand: return MPI_BAND;
+    case kBor: return MPI_BOR;
+    case kBxor: return MPI_BXOR;
     default: return MPI_OP_NULL;
   }
 }

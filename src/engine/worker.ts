@@ -4,13 +4,10 @@
  * the shared signal so a caller blocked in a ...Sync call wakes up.
  */
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
-import { kDefaultPipelineDepth } from '../algorithms/options.js';
 import { toErrorRecord } from '../core/errors.js';
 import { Logger } from '../observability/logger.js';
-import { SoloTransport } from '../transport/solo_transport.js';
-import { createTcpTransport } from '../transport/tcp/index.js';
-import type { ShmLaneOptions } from '../transport/tcp/shm_lane.js';
-import type { Transport } from '../transport/transport.js';
+import type { TransportHandle } from '../transport/backend.js';
+import { chooseBackend, kBackends } from '../transport/backends.js';
 import { BurstGate } from './burst_gate.js';
 import { Engine } from './engine.js';
 import { type FromEngine, kSignalBurst, kSignalCompletions, type ToEngine, type WorkerInit } from './worker_protocol.js';
@@ -40,47 +37,12 @@ function flush(): void {
   Atomics.notify(signal, kSignalCompletions);
 }
 
-interface Connection {
-  transport: Transport;
-  close: () => Promise<void>;
-}
+type Connection = TransportHandle;
 
+/** This rank's transport, from the backend its configuration chooses (transport/backends.ts). */
 async function connect(): Promise<Connection> {
-  if (config.backend === 'mpi' || (config.backend === 'auto' && config.underMpi && config.size > 1)) {
-    // Loaded only when asked for: the addon is optional and absent where MPI is not installed.
-    const mpi = await import('../transport/mpi/index.js');
-    if (config.backend === 'mpi' || mpi.isMpiAvailable()) return mpi.createMpiTransport(config);
-    logger.info('started by an MPI launcher, but the MPI addon is not built: using TCP');
-  }
-  if (config.size === 1) {
-    const transport = new SoloTransport();
-    return { transport, close: () => transport.close() };
-  }
-  return createTcpTransport({
-    rank: config.rank,
-    size: config.size,
-    storeAddress: { host: config.storeHost, port: config.storePort },
-    hostStore: config.rank === 0,
-    // Unset, the transport binds to the store's interface and advertises the one routing to rank 0.
-    ...(config.address === undefined ? {} : { bindHost: config.address, advertiseHost: config.address }),
-    ...(config.networkInterface === undefined ? {} : { networkInterface: config.networkInterface }),
-    jobId: config.jobId,
-    ...(config.secret === undefined ? {} : { secret: config.secret }),
-    timeouts: { connectMs: config.startTimeoutMs, ioMs: config.ioTimeoutMs },
-    heartbeatMs: config.heartbeatMs,
-    localSockets: config.unixSockets,
-    ...(config.sharedMemory ? { sharedMemory: sharedMemoryLane(config.segmentBytes) } : {}),
-    log: logger,
-  });
-}
-
-/**
- * The shared-memory lane's geometry (shm_lane.ts): a slot per pipelined segment in flight, so
- * the ring never waits for a slot; below 64 KiB a socket write costs less than the lane's copy
- * in, copy out and credit.
- */
-function sharedMemoryLane(segmentBytes: number): ShmLaneOptions {
-  return { dir: '/dev/shm', slots: kDefaultPipelineDepth, slotBytes: segmentBytes, minBytes: 64 * 1024 };
+  const backend = await chooseBackend(config, logger);
+  return kBackends[backend](config, logger);
 }
 
 async function main(): Promise<void> {

@@ -1,12 +1,13 @@
 /**
- * The MPI backend's TypeScript side, without MPI: MpiTransport over a fake addon (argument
- * checks, tag mapping, error translation, peer failure, early control messages, close), the
- * native collectives' dtype and op codes, and the loader's message when the addon is missing.
+ * The MPI backend's TypeScript side, without MPI: MpiTransport over a fake addon (tag mapping,
+ * error translation, peer failure, the close barrier), the native collectives' dtype and op
+ * codes, and the loader's message when the addon is missing. The transport contract runs over
+ * real MPI in test/multiprocess/transport_contract_mpi.test.ts.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { kDTypes } from '../../src/core/dtypes.js';
-import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../src/core/errors.js';
+import { InvalidArgumentError, PeerFailureError, ProtocolError, TimeoutError } from '../../src/core/errors.js';
 import type { TypedArray } from '../../src/core/types.js';
 import { loadMpiBinding, tryLoadMpiBinding } from '../../src/transport/mpi/loader.js';
 import { MpiTransport } from '../../src/transport/mpi/mpi_transport.js';
@@ -84,11 +85,8 @@ function setup(world: Partial<MpiWorldInfo> = {}) {
   return { transport, comm: comm as FakeComm, aborts };
 }
 
-test('peers and tags are checked; tags are taken modulo MPI_TAG_UB + 1', async () => {
+test('tags are taken modulo MPI_TAG_UB + 1; a receive lands in a Uint8Array only', async () => {
   const { transport, comm } = setup();
-  await assert.rejects(transport.send(1, 0, new Uint8Array(1)), InvalidArgumentError);
-  await assert.rejects(transport.send(3, 0, new Uint8Array(1)), /peer 3 is not another rank in \[0, 3\)/);
-  await assert.rejects(transport.recv(0, -1, new Uint8Array(1)), /tag must be an integer in \[0, 2\^32\)/);
   await assert.rejects(transport.recv(0, 1, new Float32Array(1) as never), /must be a Uint8Array/);
   await transport.send(2, 250, new Uint8Array(4));
   await transport.recv(0, 0xffff_ffff, new Uint8Array(2));
@@ -135,18 +133,8 @@ test('native failures become ringreduce errors; a timeout or an MPI error fails 
   assert.deepEqual(late, [0, 2]);
 });
 
-test('control messages that arrive before onControl are kept, in order; a link error fails the peer', () => {
+test('an error receiving control messages fails the peer, once', () => {
   const { transport, comm } = setup();
-  comm.options.onControl(0, new Uint8Array([1]));
-  comm.options.onControl(2, new Uint8Array([2]));
-  const seen: [number, number][] = [];
-  transport.onControl((peer, payload) => seen.push([peer, payload[0] as number]));
-  comm.options.onControl(0, new Uint8Array([3]));
-  assert.deepEqual(seen, [
-    [0, 1],
-    [2, 2],
-    [0, 3],
-  ]);
   const failed: number[] = [];
   transport.onPeerFailure((peer) => failed.push(peer));
   comm.options.onLinkError(2, 'MPI_ERR_TRUNCATE');
@@ -154,11 +142,10 @@ test('control messages that arrive before onControl are kept, in order; a link e
   assert.deepEqual(failed, [2]);
 });
 
-test('close is idempotent, skips the barrier once a peer failed, and refuses later operations', async () => {
+test('close waits for the barrier up to the I/O timeout, and skips it once a peer failed', async () => {
   const healthy = setup();
-  await Promise.all([healthy.transport.close(), healthy.transport.close()]);
+  await healthy.transport.close();
   assert.equal(healthy.comm.closedWith, 1000);
-  await assert.rejects(healthy.transport.send(0, 1, new Uint8Array(1)), ShutdownError);
 
   const broken = setup();
   broken.comm.options.onLinkError(0, 'gone');

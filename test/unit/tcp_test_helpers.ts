@@ -60,6 +60,14 @@ export function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
   return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 }
 
+/** Cuts the link between a and b as a crash of a would: a's two sockets to b vanish, without a transport close. */
+export function cutLink(world: World, a: number, b: number): void {
+  const link = world.links[a]?.find((l) => l.peer === b);
+  if (link === undefined) throw new Error(`rank ${a} has no link to rank ${b}`);
+  link.recvSocket.destroy();
+  link.sendSocket.destroy();
+}
+
 /** Makes `rank` read nothing more, as if its process were stopped: it answers no ping. */
 export function freeze(world: World, rank: number): void {
   for (const link of world.links[rank] ?? []) link.recvSocket.pause();

@@ -1,7 +1,15 @@
+/**
+ * What is the TCP transport's own: zero-copy receive, staging, framing, a dead peer's address,
+ * draining after a close, teardown on timeout, handles, and the mapping of the job's settings.
+ * The transport contract is test/unit/transport_contract.test.ts.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../src/core/errors.js';
+import { kDefaultPipelineDepth } from '../../src/algorithms/options.js';
+import { resolveConfig } from '../../src/core/config.js';
+import { PeerFailureError, ShutdownError, TimeoutError } from '../../src/core/errors.js';
 import { encodeHeader, kHeaderBytes, kKindData } from '../../src/transport/tcp/framing.js';
+import { tcpTransportConfig } from '../../src/transport/tcp/index.js';
 import { bigPattern, delay, equalBytes, liveHandles, makeWorld, pattern } from './tcp_test_helpers.js';
 
 const kTestTimeout = { timeout: 30_000 };
@@ -12,39 +20,6 @@ function fence(sender: { sendControl(p: number, b: Uint8Array): Promise<void> },
 }
 
 describe('TcpTransport', () => {
-  it('delivers FIFO per (peer, tag) whichever side comes first', kTestTimeout, async () => {
-    const world = await makeWorld(2);
-    const [a, b] = world.transports as [(typeof world.transports)[0], (typeof world.transports)[0]];
-    // Posted before: recvs wait on two tags in an order unlike the sends.
-    const early = [new Uint8Array(100), new Uint8Array(100), new Uint8Array(7)];
-    const earlyDone = Promise.all([
-      b.recv(0, 2, early[0] as Uint8Array),
-      b.recv(0, 1, early[2] as Uint8Array),
-      b.recv(0, 2, early[1] as Uint8Array),
-    ]);
-    await Promise.all([a.send(1, 1, pattern(7, 1)), a.send(1, 2, pattern(100, 2)), a.send(1, 2, pattern(100, 3))]);
-    await earlyDone;
-    assert.ok(equalBytes(early[0] as Uint8Array, pattern(100, 2)));
-    assert.ok(equalBytes(early[1] as Uint8Array, pattern(100, 3)));
-    assert.ok(equalBytes(early[2] as Uint8Array, pattern(7, 1)));
-
-    // Posted after the data arrived (the control fence proves it arrived).
-    let arrived: () => void = () => {};
-    b.onControl(() => arrived());
-    await Promise.all([a.send(1, 5, pattern(300, 5)), a.send(1, 6, pattern(40, 6)), a.send(1, 5, pattern(300, 7))]);
-    await fence(a, new Promise((r) => (arrived = r)), 1);
-    const late = [new Uint8Array(40), new Uint8Array(300), new Uint8Array(300)];
-    await Promise.all([
-      b.recv(0, 6, late[0] as Uint8Array),
-      b.recv(0, 5, late[1] as Uint8Array),
-      b.recv(0, 5, late[2] as Uint8Array),
-    ]);
-    assert.ok(equalBytes(late[0] as Uint8Array, pattern(40, 6)));
-    assert.ok(equalBytes(late[1] as Uint8Array, pattern(300, 5)));
-    assert.ok(equalBytes(late[2] as Uint8Array, pattern(300, 7)));
-    await world.close();
-  });
-
   it('lands 64 MiB straight in SharedArrayBuffer memory when the recv is posted first', kTestTimeout, async () => {
     const world = await makeWorld(2);
     try {
@@ -136,13 +111,9 @@ describe('TcpTransport', () => {
     }
   });
 
-  it('handles zero-length and many small messages in order', kTestTimeout, async () => {
+  it('parses thousands of small frames, many to a read, in order', kTestTimeout, async () => {
     const world = await makeWorld(2);
     const [a, b] = world.transports as [(typeof world.transports)[0], (typeof world.transports)[0]];
-    await Promise.all([b.recv(0, 9, new Uint8Array(0)), a.send(1, 9, new Uint8Array(0))]);
-    await a.send(1, 9, new Uint8Array(0));
-    await b.recv(0, 9, new Uint8Array(0));
-
     const count = 5000;
     const sends: Promise<void>[] = [];
     for (let i = 0; i < count; i++) sends.push(a.send(1, i % 3, pattern(1 + (i % 61), i)));
@@ -158,83 +129,7 @@ describe('TcpTransport', () => {
     await world.close();
   });
 
-  it('delivers control messages in order per peer, queued until a handler is set', kTestTimeout, async () => {
-    const world = await makeWorld(3);
-    const [r0, r1, r2] = world.transports as [
-      (typeof world.transports)[0],
-      (typeof world.transports)[0],
-      (typeof world.transports)[0],
-    ];
-    await Promise.all(Array.from({ length: 200 }, (_, i) => r1.sendControl(0, Uint8Array.of(1, i))));
-    await delay(50);
-    const seen = new Map<number, number[]>([
-      [1, []],
-      [2, []],
-    ]);
-    let total = 0;
-    let done: () => void = () => {};
-    const all = new Promise<void>((r) => (done = r));
-    r0.onControl((peer, payload) => {
-      seen.get(peer)?.push(payload[1] as number);
-      if (++total === 600) done();
-    });
-    await Promise.all([
-      ...Array.from({ length: 200 }, (_, i) => r2.sendControl(0, Uint8Array.of(2, i))),
-      ...Array.from({ length: 200 }, (_, i) => r1.sendControl(0, Uint8Array.of(1, 200 + i))),
-    ]);
-    await all;
-    assert.deepEqual(
-      seen.get(1),
-      Array.from({ length: 400 }, (_, i) => i & 0xff),
-    );
-    assert.deepEqual(
-      seen.get(2),
-      Array.from({ length: 200 }, (_, i) => i),
-    );
-    await world.close();
-  });
-
-  it('exchanges all-to-all among 4 ranks', kTestTimeout, async () => {
-    const world = await makeWorld(4);
-    const ops: Promise<void>[] = [];
-    const got = new Map<string, Uint8Array>();
-    for (const t of world.transports) {
-      for (let peer = 0; peer < 4; peer++) {
-        if (peer === t.rank) continue;
-        const into = new Uint8Array(70_000 + peer);
-        got.set(`${peer}->${t.rank}`, into);
-        ops.push(t.recv(peer, 4, into), t.send(peer, 4, pattern(70_000 + t.rank, t.rank * 10 + peer)));
-      }
-    }
-    await Promise.all(ops);
-    for (const [key, into] of got) {
-      const [from, to] = key.split('->').map(Number) as [number, number];
-      assert.ok(equalBytes(into, pattern(70_000 + from, from * 10 + to)), key);
-    }
-    await world.close();
-  });
-
-  it('rejects a length mismatch with ProtocolError and keeps the link', kTestTimeout, async () => {
-    const world = await makeWorld(2);
-    const [a, b] = world.transports as [(typeof world.transports)[0], (typeof world.transports)[0]];
-    // Posted first, with the wrong size.
-    const wrong = b.recv(0, 1, new Uint8Array(10));
-    await a.send(1, 1, pattern(12, 1));
-    await assert.rejects(
-      wrong,
-      (e) => e instanceof ProtocolError && /rank 0 .* tag 1 has 12 bytes but the recv expects 10/.test(e.message),
-    );
-    // Arrived first (large, so it is staged), then a recv of the wrong size.
-    await a.send(1, 2, pattern(100_000, 2));
-    await assert.rejects(b.recv(0, 2, new Uint8Array(99_999)), ProtocolError);
-    // The link still works, and FIFO continues after the discarded messages.
-    const ok = new Uint8Array(5);
-    await Promise.all([b.recv(0, 1, ok), a.send(1, 1, pattern(5, 3))]);
-    assert.ok(equalBytes(ok, pattern(5, 3)));
-    await world.close();
-  });
-
-  it('fails every op with a dead peer with PeerFailureError naming it; others go on', kTestTimeout, async () => {
+  it('a dead peer is named with its address, every survivor hears of it, the other links go on', kTestTimeout, async () => {
     const world = await makeWorld(4);
     const failures: [number, number, PeerFailureError][] = [];
     for (const t of world.transports) t.onPeerFailure((peer, error) => failures.push([t.rank, peer, error]));
@@ -259,8 +154,6 @@ describe('TcpTransport', () => {
     ]);
     const r0 = world.transports[0];
     assert.ok(r0);
-    await assert.rejects(r0.send(2, 1, Uint8Array.of(1)), PeerFailureError);
-    await assert.rejects(r0.recv(2, 1, new Uint8Array(1)), PeerFailureError);
     const into = new Uint8Array(3);
     await Promise.all([r0.recv(3, 1, into), world.transports[3]?.send(0, 1, Uint8Array.of(1, 2, 3))]);
     assert.deepEqual([...into], [1, 2, 3]);
@@ -281,7 +174,7 @@ describe('TcpTransport', () => {
     await world.close();
   });
 
-  it('times out a recv without progress, naming peer and tag, and tears the link down', kTestTimeout, async () => {
+  it('a recv timeout names the address and tears the link down, on both sides', kTestTimeout, async () => {
     const world = await makeWorld(2, { ioTimeoutMs: 200 });
     const [a, b] = world.transports as [(typeof world.transports)[0], (typeof world.transports)[0]];
     const failures: number[] = [];
@@ -300,18 +193,7 @@ describe('TcpTransport', () => {
     await world.close();
   });
 
-  it('validates arguments', kTestTimeout, async () => {
-    const world = await makeWorld(2);
-    const a = world.transports[0];
-    assert.ok(a);
-    await assert.rejects(a.send(0, 1, new Uint8Array(1)), InvalidArgumentError);
-    await assert.rejects(a.send(2, 1, new Uint8Array(1)), InvalidArgumentError);
-    await assert.rejects(a.recv(1, -1, new Uint8Array(1)), InvalidArgumentError);
-    await assert.rejects(a.recv(1, 2 ** 32, new Uint8Array(1)), InvalidArgumentError);
-    await world.close();
-  });
-
-  it('close() rejects pending ops with ShutdownError, is idempotent, and leaves no handles', kTestTimeout, async () => {
+  it('close() leaves no socket or timer behind, with an op pending', kTestTimeout, async () => {
     const before = await liveHandles();
     const world = await makeWorld(3, { ioTimeoutMs: 60_000 });
     const [a] = world.transports;
@@ -320,11 +202,36 @@ describe('TcpTransport', () => {
       a.recv(1, 1, new Uint8Array(4)),
       (e) => e instanceof ShutdownError && /rank 0/.test(e.message),
     );
-    await a.close();
-    await pending;
-    await assert.rejects(a.send(1, 1, new Uint8Array(1)), ShutdownError);
-    await a.close();
     await world.close();
+    await pending;
     assert.deepEqual(await liveHandles(), before);
+  });
+
+  it("tcpTransportConfig: the job's settings, and a shared-memory lane slot per pipelined segment", () => {
+    const config = resolveConfig(
+      { rank: 2, size: 4, storeAddress: '10.0.0.1:29500', address: '10.0.0.3', jobId: 'j', secret: 's', ioTimeoutMs: 7000 },
+      {},
+    );
+    const log = { warn() {}, info() {} };
+    assert.deepEqual(tcpTransportConfig(config, log), {
+      rank: 2,
+      size: 4,
+      storeAddress: { host: '10.0.0.1', port: 29500 },
+      hostStore: false,
+      bindHost: '10.0.0.3',
+      advertiseHost: '10.0.0.3',
+      jobId: 'j',
+      secret: 's',
+      timeouts: { connectMs: config.startTimeoutMs, ioMs: 7000 },
+      heartbeatMs: config.heartbeatMs,
+      localSockets: true,
+      sharedMemory: { dir: '/dev/shm', slots: kDefaultPipelineDepth, slotBytes: config.segmentBytes, minBytes: 64 * 1024 },
+      log,
+    });
+    const plain = tcpTransportConfig(resolveConfig({ networkInterface: 'eth0', sharedMemory: false, unixSockets: false }, {}));
+    assert.equal(plain.hostStore, true);
+    assert.equal(plain.networkInterface, 'eth0');
+    assert.equal(plain.localSockets, false);
+    for (const key of ['bindHost', 'advertiseHost', 'secret', 'sharedMemory', 'log']) assert.ok(!(key in plain), key);
   });
 });

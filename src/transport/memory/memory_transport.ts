@@ -15,8 +15,13 @@
  * PeerFailureError naming the other rank, and calls each side's onPeerFailure once. close() (and
  * kill(rank), which is a close seen from outside) rejects the rank's own pending operations with
  * ShutdownError and breaks all its links, as a vanished process would for its peers.
+ *
+ * As a backend (../backend.ts): `memoryBackend(world)` hands out world[config.rank]. A world lives
+ * in the one thread that made it, so it is never chosen by configuration (backends.ts): only the
+ * code that holds the world can pass its factory on.
  */
 import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../core/errors.js';
+import { type BackendFactory, handleOf } from '../backend.js';
 import { type ControlHandler, invalidPeerOrTag, type PeerFailureHandler, type Transport } from '../transport.js';
 
 export interface MemoryWorldOptions {
@@ -89,6 +94,16 @@ export function createMemoryWorld(size: number, options: MemoryWorldOptions = {}
     await Promise.all(fabric.transports.map((t) => t.close()));
   };
   return world;
+}
+
+/** The backend factory over `world`: each config gets its rank's transport; closing the handle closes that rank. */
+export function memoryBackend(world: MemoryWorld): BackendFactory {
+  return async (config) => {
+    if (config.size !== world.length) {
+      throw new InvalidArgumentError(`this memory world has ${world.length} ranks, the configuration asks for ${config.size}`);
+    }
+    return handleOf(world[config.rank] as MemoryTransport);
+  };
 }
 
 /** The state shared by the ranks of one world: links, broken pairs, delivery scheduling. */

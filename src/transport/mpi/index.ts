@@ -8,18 +8,22 @@
  * when this process exits, the MPI launcher sees a rank leave without finalising and ends the
  * job with its own message. MPI can be initialised once per process, so one init()/shutdown()
  * per process.
+ *
+ * `mpiBackend` is the backend factory (../backend.ts). backends.ts imports this module only when
+ * MPI is asked for or probed, so that a job without the addon never loads it.
  */
 import type { Config } from '../../core/config.js';
 import { InvalidArgumentError, RingReduceError } from '../../core/errors.js';
 import { Logger } from '../../observability/logger.js';
+import type { BackendFactory, TransportHandle } from '../backend.js';
 import { loadMpiBinding, tryLoadMpiBinding } from './loader.js';
 import { MpiTransport } from './mpi_transport.js';
 import type { MpiBinding, MpiWorldInfo } from './native_binding.js';
 
 export { MpiTransport, type MpiTransportOptions } from './mpi_transport.js';
 
-export interface MpiTransportHandle {
-  transport: MpiTransport;
+export interface MpiTransportHandle extends TransportHandle {
+  readonly transport: MpiTransport;
   /** Closes the transport, then finalises MPI if that is safe. Idempotent. */
   close(): Promise<void>;
 }
@@ -29,9 +33,15 @@ export function isMpiAvailable(): boolean {
   return tryLoadMpiBinding() !== undefined;
 }
 
-export async function createMpiTransport(config: Config): Promise<MpiTransportHandle> {
+/** The MPI backend: MPI_COMM_WORLD as the launcher connected it. */
+export const mpiBackend: BackendFactory = (config, log) => createMpiTransport(config, log);
+
+/** `logger`: where the MPI library in use and a skipped MPI_Finalize are reported (default: stderr, at config.logLevel). */
+export async function createMpiTransport(
+  config: Config,
+  logger: Logger = new Logger(`[rank ${config.rank}]`, config.logLevel),
+): Promise<MpiTransportHandle> {
   const binding = loadMpiBinding();
-  const logger = new Logger(`[rank ${config.rank}]`, config.logLevel);
   let world: MpiWorldInfo;
   try {
     world = binding.init();

@@ -37,9 +37,12 @@ export function loadMpiBinding(path: string = kAddonPath): MpiBinding {
     );
   }
   const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+  // The codes travel as plain numbers: an addon that numbers dtypes or reduce ops otherwise
+  // (another version) would reduce with the wrong op.
   if (!same(binding.dtypes, kDTypeCodes) || !same(binding.reduceOps, kReduceOpCodes)) {
     throw new InvalidArgumentError(
-      `the MPI addon ${path} is from another version of ringreduce: rebuild it (node scripts/build-native.mjs)`,
+      `the MPI addon ${path} is from another version of ringreduce (its reduce ops: ${String(binding.reduceOps)}; ` +
+        `expected: ${kReduceOpCodes.join(',')}): rebuild it (node scripts/build-native.mjs)`,
     );
   }
   return binding;

@@ -1,5 +1,9 @@
-/** Turns the addon's rejections (NativeError codes) into ringreduce's error classes. */
+/**
+ * Turns the addon's rejections (NativeError codes) into ringreduce's error classes, and its
+ * argument checks (TypeError, RangeError, thrown before MPI is called) into InvalidArgumentError.
+ */
 import {
+  InvalidArgumentError,
   PeerFailureError,
   ProtocolError,
   type RingReduceError,
@@ -31,6 +35,9 @@ export function translateNativeError(error: unknown, context: OpContext): RingRe
     case 'EMPI':
       return new PeerFailureError(`${context.what} failed in MPI: ${detail}`, context.peer);
     default:
+      // The addon checks its arguments with TypeError / RangeError (before anything reaches MPI).
+      if (error instanceof TypeError || error instanceof RangeError)
+        return new InvalidArgumentError(`${context.what}: ${detail}`);
       return new RingReduceErrorClass(`${context.what}: ${detail}`);
   }
 }

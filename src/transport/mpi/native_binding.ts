@@ -72,6 +72,64 @@ export interface NativeComm {
   allgatherv(buf: TypedArray, dtype: number, counts: readonly number[]): Promise<void>;
   /** MPI_Bcast from `root`. */
   bcast(buf: TypedArray, dtype: number, root: number): Promise<void>;
+  // The collectives below are optional only so that a stand-in Comm (the unit tests' fake) may
+  // leave them out; the addon has them all, and MpiCollectives.supports says no for a missing one.
+  // Counts are in elements, one per rank, blocks back to back in rank order; their sum must be at
+  // most 2^31-1 (MPI's int counts and displacements), else the call throws a RangeError (not for
+  // reduceScatter, which runs in pieces). Arguments are checked with TypeError / RangeError.
+  /**
+   * MPI_Reduce_scatter (recvcounts = counts): `input` (the sum of counts) holds one block per
+   * rank; `output` (counts[rank]) gets this rank's block reduced over the ranks. 'average'
+   * (floats only) is MPI_SUM then a division by the size. `input` is only read. Beyond 2 MiB it
+   * runs as several calls over windows of every block (any length).
+   */
+  reduceScatter?(
+    input: TypedArray,
+    output: TypedArray,
+    dtype: number,
+    counts: readonly number[],
+    reduceOp: number,
+  ): Promise<void>;
+  /**
+   * MPI_Alltoallv: `input` holds sendCounts[j] elements for rank j, `output` gets recvCounts[j]
+   * from rank j, both in rank order (displacements: the running sums).
+   */
+  alltoallv?(
+    input: TypedArray,
+    output: TypedArray,
+    dtype: number,
+    sendCounts: readonly number[],
+    recvCounts: readonly number[],
+  ): Promise<void>;
+  /**
+   * MPI_Reduce to `root`, MPI_IN_PLACE there, in pieces of at most 2 MiB (any length); other
+   * ranks' `buf` is only read. 'average' (floats only) divides at the root.
+   */
+  reduce?(buf: TypedArray, dtype: number, reduceOp: number, root: number): Promise<void>;
+  /**
+   * MPI_Gatherv to `root`: its `out` (the sum of counts) gets every rank's block, its own already
+   * in place (MPI_IN_PLACE; its `input` is not used). Other ranks send `input` (counts[rank])
+   * and may pass undefined as `out`.
+   */
+  gatherv?(
+    input: TypedArray | undefined,
+    out: TypedArray | undefined,
+    dtype: number,
+    counts: readonly number[],
+    root: number,
+  ): Promise<void>;
+  /**
+   * MPI_Scatterv from `root`: its `input` (the sum of counts) holds every block; every rank's
+   * `output` (counts[rank]) gets its own. Other ranks may pass undefined as `input`. A root
+   * whose `output` is its own block of `input` (a view of it) uses MPI_IN_PLACE.
+   */
+  scatterv?(
+    input: TypedArray | undefined,
+    output: TypedArray,
+    dtype: number,
+    counts: readonly number[],
+    root: number,
+  ): Promise<void>;
   /**
    * Rejects what is pending with ECLOSED, waits up to `timeoutMs` for MPI to give the buffers
    * back and for every rank to reach the same point (MPI_Ibarrier), then stops the progress
@@ -111,4 +169,9 @@ export const kDTypeCodes: readonly DType[] = [
   'int64',
   'uint64',
 ];
-export const kReduceOpCodes: readonly ReduceOp[] = ['sum', 'average', 'min', 'max', 'product'];
+/**
+ * The reduce ops the addon knows, by their code (native/src/types.h ReduceCode, exported as
+ * `reduceOps`): kReduceOps' order, appended to in step with the addon. band/bor/bxor are
+ * MPI_BAND/MPI_BOR/MPI_BXOR, for integer dtypes only.
+ */
+export const kReduceOpCodes: readonly ReduceOp[] = ['sum', 'average', 'min', 'max', 'product', 'band', 'bor', 'bxor'];

@@ -13,15 +13,20 @@
  *   another host.
  * Rank 0's store binds the store address itself when it is an IP address, and every interface
  * when it is a host name (a name may resolve to 127.0.1.1 locally, where no peer can reach it).
+ *
+ * `tcpBackend` is the backend factory (../backend.ts): the job's Config mapped onto a
+ * TcpTransportConfig (`tcpTransportConfig`), then createTcpTransport.
  */
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import type { Config } from '../../core/config.js';
 import { InvalidArgumentError } from '../../core/errors.js';
 import { interfaceAddress, isLoopback, isWildcard } from '../../rendezvous/addresses.js';
 import { JobKey } from '../../rendezvous/auth.js';
 import { connectMesh, destroyLinks, type PeerLink } from '../../rendezvous/mesh.js';
 import type { StoreAddress } from '../../rendezvous/store.js';
 import { TcpStoreClient, TcpStoreServer } from '../../rendezvous/tcp_store.js';
+import type { BackendFactory, TransportHandle } from '../backend.js';
 import type { ShmLaneOptions } from './shm_lane.js';
 import { TcpTransport } from './tcp_transport.js';
 
@@ -62,10 +67,46 @@ export interface TcpTransportConfig {
   log?: { warn(message: string): void; info(message: string): void };
 }
 
-export interface TcpTransportHandle {
-  transport: TcpTransport;
+export interface TcpTransportHandle extends TransportHandle {
+  readonly transport: TcpTransport;
   /** Closes the transport, then the store server if this rank hosts it. Idempotent. */
   close(): Promise<void>;
+}
+
+/** The TCP backend: rendezvous through rank 0's store, then the mesh, as `config` says. */
+export const tcpBackend: BackendFactory = (config, log) => createTcpTransport(tcpTransportConfig(config, log));
+
+/**
+ * The shared-memory lane's slots (shm_lane.ts): one per pipelined segment in flight, so the ring
+ * never waits for a slot. The algorithms' default pipeline depth (algorithms/options.ts,
+ * kDefaultPipelineDepth), which the transport cannot import (imports point down); a test keeps
+ * the two equal.
+ */
+export const kLaneSlots = 4;
+/** Below this a socket write costs less than the lane's copy in, copy out and credit. */
+const kLaneMinBytes = 64 * 1024;
+
+/** The TCP settings of a job's configuration (docs/env.md). */
+export function tcpTransportConfig(config: Config, log?: TcpTransportConfig['log']): TcpTransportConfig {
+  return {
+    rank: config.rank,
+    size: config.size,
+    storeAddress: { host: config.storeHost, port: config.storePort },
+    hostStore: config.rank === 0,
+    // Unset, the transport binds to the store's interface and advertises the one routing to rank 0.
+    ...(config.address === undefined ? {} : { bindHost: config.address, advertiseHost: config.address }),
+    ...(config.networkInterface === undefined ? {} : { networkInterface: config.networkInterface }),
+    jobId: config.jobId,
+    ...(config.secret === undefined ? {} : { secret: config.secret }),
+    timeouts: { connectMs: config.startTimeoutMs, ioMs: config.ioTimeoutMs },
+    heartbeatMs: config.heartbeatMs,
+    localSockets: config.unixSockets,
+    // A slot holds one segment: the largest message the pipelined algorithms send.
+    ...(config.sharedMemory
+      ? { sharedMemory: { dir: '/dev/shm', slots: kLaneSlots, slotBytes: config.segmentBytes, minBytes: kLaneMinBytes } }
+      : {}),
+    ...(log === undefined ? {} : { log }),
+  };
 }
 
 export async function createTcpTransport(config: TcpTransportConfig): Promise<TcpTransportHandle> {
