@@ -11,7 +11,7 @@
 
 import { kDTypes } from '../core/dtypes.js';
 import { kErrorClassNames } from '../core/errors.js';
-import type { ControlMessage, Request, WireResponse } from './messages.js';
+import { type ControlMessage, kPeerOutcomes, type Request, type WireResponse } from './messages.js';
 import { kCollectiveOps, specOf } from './ops/registry.js';
 import { codeOf, Reader, readCounts, readShape, Writer, writeCounts, writeShape } from './wire.js';
 
@@ -102,7 +102,7 @@ export function encodeControl(message: ControlMessage): Uint8Array {
     w.f64(message.length);
   } else if (message.type === 'p2p-answer') {
     w.u32(message.sequence);
-    w.u8(message.accepted ? 1 : 0);
+    w.u8(codeOf(kPeerOutcomes, message.outcome));
     w.str(message.message);
   } else if (message.type === 'p2p-withdraw') {
     w.u32(message.sequence);
@@ -145,8 +145,8 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     message = { type, tag, sequence, dtype, length };
   } else if (type === 'p2p-answer') {
     const sequence = r.u32('sequence');
-    const accepted = r.u8('accepted') === 1;
-    message = { type, sequence, accepted, message: r.str('message') };
+    const outcome = r.enumOf(kPeerOutcomes, 'outcome');
+    message = { type, sequence, outcome, message: r.str('message') };
   } else if (type === 'p2p-withdraw') {
     message = { type, sequence: r.u32('sequence'), tag: r.u32('tag') };
   } else if (type === 'ready') {

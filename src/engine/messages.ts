@@ -59,7 +59,13 @@ export type ControlMessage =
   | { type: 'shutdown-ack' }
   /** Point-to-point (point_to_point.ts), between the two ranks only: a send offers its message... */
   | { type: 'p2p-offer'; tag: number; sequence: number; dtype: DType; length: number }
-  /** ...the receiver accepts it (the data follows) or refuses it, with the mismatch both sides report... */
-  | { type: 'p2p-answer'; sequence: number; accepted: boolean; message: string }
-  /** ...or the sender, past its deadline, withdraws it. */
+  /**
+   * ...the receiver accepts it (the data follows), refuses it (with the mismatch both sides
+   * report), or confirms that the sender withdrew it before it was matched...
+   */
+  | { type: 'p2p-answer'; sequence: number; outcome: PeerOutcome; message: string }
+  /** ...which the sender asks for once its deadline has passed. */
   | { type: 'p2p-withdraw'; sequence: number; tag: number };
+
+export type PeerOutcome = 'accepted' | 'mismatch' | 'withdrawn';
+export const kPeerOutcomes: readonly PeerOutcome[] = ['accepted', 'mismatch', 'withdrawn'];

@@ -11,10 +11,13 @@
  * sides reject with. The data crosses the wire once, straight into the receiver's buffer; the
  * price is the offer and its answer, one round trip of control messages.
  *
- * Deadlines: an offer nobody accepts, or a recv nobody sends to, fails after the stall timeout
- * with a TimeoutError naming the peer and the tag (0: it waits for as long as the job lives). A
- * sender that gives up withdraws its offer; a receiver that has already accepted it fails its recv
- * too. A broken link fails everything pending with that peer (the engine's failAll).
+ * Deadlines: a recv nobody sends to fails after the stall timeout with a TimeoutError naming the
+ * peer and the tag (0: it waits for as long as the job lives). A send whose offer nobody has
+ * accepted by then asks the receiver to withdraw it, and the receiver decides: an offer not yet
+ * matched is withdrawn (the send fails with the TimeoutError), one already accepted goes ahead (the
+ * accept is on its way). The receiver is the one place where matching happens, so a recv never
+ * takes an offer its sender has given up. A broken link fails everything pending with that peer
+ * (the engine's failAll), which bounds the sender's wait for the answer.
  */
 import { MismatchError, type RingReduceError, TimeoutError, toErrorRecord } from '../core/errors.js';
 import type { DType, TypedArray } from '../core/types.js';
@@ -105,12 +108,21 @@ export class PointToPoint {
   onAnswer(peer: number, answer: PeerAnswer): void {
     const key = `${peer}/${answer.sequence}`;
     const send = this.sends.get(key);
-    // Unknown: the send gave up (timed out) before the answer came; its withdrawal is on the way.
     if (!send) return;
     this.sends.delete(key);
     clearTimeout(send.timer);
-    if (!answer.accepted) {
+    if (answer.outcome === 'mismatch') {
       this.settle(send.id, new MismatchError(answer.message));
+      return;
+    }
+    if (answer.outcome === 'withdrawn') {
+      const { request } = send;
+      this.settle(
+        send.id,
+        new TimeoutError(
+          `${describe(request)}: rank ${request.peer} posted no matching recv within ${this.settings.timeoutMs} ms`,
+        ),
+      );
       return;
     }
     this.transport.send(peer, peerTag(answer.sequence), bytesOf(send.buffer)).then(
@@ -122,19 +134,13 @@ export class PointToPoint {
     );
   }
 
-  /** The sender gave up on an offer: forget it, or fail the recv that already accepted it. */
+  /** The sender's deadline passed: withdraw its offer unless a recv has taken it (then the accept answers). */
   onWithdraw(peer: number, sequence: number, tag: number): void {
     const offers = this.offers.get(`${peer}/${tag}`);
     const at = offers?.findIndex((o) => o.sequence === sequence) ?? -1;
-    if (offers && at >= 0) {
-      offers.splice(at, 1);
-      return;
-    }
-    const key = `${peer}/${sequence}`;
-    const recv = this.accepted.get(key);
-    if (!recv) return;
-    this.accepted.delete(key);
-    this.settle(recv.id, new TimeoutError(`${describe(recv.request)}: rank ${peer} gave up on its send before the data came`));
+    if (!offers || at < 0) return;
+    offers.splice(at, 1);
+    this.hooks.sendControl(peer, { type: 'p2p-answer', sequence, outcome: 'withdrawn', message: '' });
   }
 
   /** Calls pending (unmatched or in flight), for the engine's activity. */
@@ -164,14 +170,7 @@ export class PointToPoint {
     const key = `${request.peer}/${sequence}`;
     const pending: PendingSend = { id, request, buffer, timer: undefined };
     pending.timer = this.deadline(() => {
-      this.sends.delete(key);
       this.hooks.sendControl(request.peer, { type: 'p2p-withdraw', sequence, tag: request.tag });
-      this.settle(
-        id,
-        new TimeoutError(
-          `${describe(request)}: rank ${request.peer} posted no matching recv within ${this.settings.timeoutMs} ms`,
-        ),
-      );
     });
     this.sends.set(key, pending);
     this.hooks.sendControl(request.peer, {
@@ -209,7 +208,7 @@ export class PointToPoint {
       const message =
         `Mismatched send/recv from rank ${peer} to rank ${this.settings.rank} (tag ${request.tag}): ` +
         `rank ${peer} sends ${offer.length} ${offer.dtype}, rank ${this.settings.rank} expects ${request.length} ${request.dtype}.`;
-      this.hooks.sendControl(peer, { type: 'p2p-answer', sequence: offer.sequence, accepted: false, message });
+      this.hooks.sendControl(peer, { type: 'p2p-answer', sequence: offer.sequence, outcome: 'mismatch', message });
       this.settle(recv.id, new MismatchError(message));
       return;
     }
@@ -218,7 +217,7 @@ export class PointToPoint {
     this.accepted.set(key, recv);
     this.transport.recv(peer, peerTag(offer.sequence), bytesOf(recv.buffer)).then(
       () => {
-        // Gone: withdrawn by the sender, or failed with the job, before the data came.
+        // Gone: failed with the job before the data came.
         if (this.accepted.get(key) !== recv) return;
         this.accepted.delete(key);
         this.hooks.post({ type: 'done', id: recv.id });
@@ -229,7 +228,7 @@ export class PointToPoint {
         this.settle(recv.id, error);
       },
     );
-    this.hooks.sendControl(peer, { type: 'p2p-answer', sequence: offer.sequence, accepted: true, message: '' });
+    this.hooks.sendControl(peer, { type: 'p2p-answer', sequence: offer.sequence, outcome: 'accepted', message: '' });
   }
 
   private deadline(expire: () => void): NodeJS.Timeout | undefined {

@@ -7,6 +7,7 @@ import type { TypedArray } from '../../src/core/types.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { Request } from '../../src/engine/messages.js';
 import type { AllreduceRequest } from '../../src/engine/ops/registry.js';
+import type { PeerRequest } from '../../src/engine/point_to_point.js';
 import type { FromEngine } from '../../src/engine/worker_protocol.js';
 import { Logger } from '../../src/observability/logger.js';
 import { createMemoryWorld, type MemoryTransport } from '../../src/transport/memory/memory_transport.js';
@@ -16,7 +17,7 @@ export interface TestRank {
   transport: MemoryTransport;
   /** Control messages and bytes this rank has sent. */
   control: { messages: number; bytes: number };
-  submit(request: Request, buffer: TypedArray | undefined): Promise<FromEngine>;
+  submit(request: Request | PeerRequest, buffer: TypedArray | undefined): Promise<FromEngine>;
 }
 
 export function startEngines(size: number, options: InitOptions = {}): TestRank[] {
