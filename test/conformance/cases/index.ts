@@ -1,0 +1,25 @@
+/**
+ * Every conformance case, in the order they run. A new collective is a new file of cases
+ * (see case.ts for the format) and one line here; every backend then runs them (memory and tcp:
+ * collectives.test.ts, MPI: test/multiprocess/fixtures/mpi_conformance_job.ts).
+ */
+import { allgatherCases } from './allgather.js';
+import { allreduceCases } from './allreduce.js';
+import { barrierCases } from './barrier.js';
+import { broadcastCases } from './broadcast.js';
+import type { ConformanceCase } from './case.js';
+import { negotiationCases } from './negotiation.js';
+
+export const kCases: readonly ConformanceCase[] = [
+  ...allreduceCases,
+  ...allgatherCases,
+  ...broadcastCases,
+  ...barrierCases,
+  ...negotiationCases,
+];
+
+const names = new Set<string>();
+for (const c of kCases) {
+  if (names.has(c.name)) throw new Error(`two conformance cases are named '${c.name}'`);
+  names.add(c.name);
+}

@@ -1,0 +1,36 @@
+/** Runs conformance cases: on every rank of an in-process world at once, or on this process's rank of a job. */
+import { createHash } from 'node:crypto';
+import type { RingReduce } from '../../../src/api/runtime.js';
+import { type ConformanceCase, failureOf } from './case.js';
+
+/** Why `c` does not apply to a job of `size` ranks (on any backend), or undefined. */
+export function sizeSkipReason(c: ConformanceCase, size: number): string | undefined {
+  const min = c.minRanks ?? 1;
+  return size < min ? `needs at least ${min} ranks` : undefined;
+}
+
+/**
+ * Runs `c` on every rank of `world` (rank r = world[r]) at once and waits for all of them;
+ * throws one error with every rank's failure.
+ */
+export async function runOnWorld(c: ConformanceCase, world: readonly RingReduce[]): Promise<void> {
+  const size = world.length;
+  const settled = await Promise.allSettled(world.map((rr, rank) => c.run(rr, rank, size)));
+  const failures = settled.flatMap((s, rank) => (s.status === 'rejected' ? [failureOf(c, rank, size, s.reason)] : []));
+  if (failures.length > 0) throw new Error(failures.join('\n'));
+}
+
+/** Runs `c` on `rr`, this process's rank of a job whose other ranks run it too; its failure, or undefined. */
+export async function runOnRank(c: ConformanceCase, rr: RingReduce): Promise<string | undefined> {
+  try {
+    await c.run(rr, rr.rank(), rr.size());
+    return undefined;
+  } catch (error) {
+    return failureOf(c, rr.rank(), rr.size(), error);
+  }
+}
+
+/** A short digest of a list of case names: a process reports it to show which cases it ran. */
+export function casesDigest(names: readonly string[]): string {
+  return createHash('sha256').update(names.join('\n')).digest('hex').slice(0, 16);
+}
