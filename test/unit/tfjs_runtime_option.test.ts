@@ -6,12 +6,15 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import * as tf from '@tensorflow/tfjs';
 import {
+  alltoall,
   broadcastObject,
   broadcastVariables,
   DistributedOptimizer,
+  gather,
   MetricAverageCallback,
+  reducescatter,
 } from '../../src/adapters/tfjs/index.js';
-import type { RingReduce } from '../../src/index.js';
+import { InvalidArgumentError, type RingReduce } from '../../src/index.js';
 import { startWorld, stopWorld } from '../helpers/world.js';
 
 tf.enableProdMode();
@@ -53,6 +56,43 @@ test('broadcastVariables and broadcastObject give every rank the root’s values
     }),
   );
   for (const r of results) assert.deepEqual(r, { v: [2, 2, 2], flag: [1], object: { from: 1 } });
+});
+
+test('reducescatter, alltoall and gather run on the runtime passed', async () => {
+  const results = await Promise.all(
+    world.map(async (runtime, rank) => {
+      const rows = tf.tensor2d([rank, 10 * rank, 1, 2, 3, 4], [3, 2]);
+      const scattered = await reducescatter(rows, { runtime, op: 'sum' });
+      const { output, receivedSplits } = await alltoall(rows, { runtime, splits: rank === 0 ? [3, 0] : [1, 2] });
+      const gathered = await gather(tf.tensor1d([rank === 0], 'bool'), { runtime, root: 1 });
+      return {
+        scattered: { shape: scattered.shape, data: Array.from(scattered.dataSync()) },
+        received: { shape: output.shape, data: Array.from(output.dataSync()), receivedSplits },
+        gathered: gathered && { dtype: gathered.dtype, data: Array.from(gathered.dataSync()) },
+      };
+    }),
+  );
+  assert.deepEqual(results, [
+    {
+      scattered: { shape: [2, 2], data: [1, 10, 2, 4] },
+      received: { shape: [4, 2], data: [0, 0, 1, 2, 3, 4, 1, 10], receivedSplits: [3, 1] },
+      gathered: null,
+    },
+    {
+      scattered: { shape: [1, 2], data: [6, 8] },
+      received: { shape: [2, 2], data: [1, 2, 3, 4], receivedSplits: [0, 2] },
+      gathered: { dtype: 'bool', data: [1, 0] },
+    },
+  ]);
+});
+
+test('reducescatter, alltoall and gather refuse scalars, and reducescatter averages of int32 and bool, before any exchange', async () => {
+  const [runtime] = single as [RingReduce];
+  await assert.rejects(reducescatter(tf.scalar(1), { runtime }), InvalidArgumentError);
+  await assert.rejects(alltoall(tf.scalar(1), { runtime }), InvalidArgumentError);
+  await assert.rejects(gather(tf.scalar(1), { runtime }), /at least one dimension/);
+  await assert.rejects(reducescatter(tf.tensor1d([1], 'int32'), { runtime }), /integer average would truncate/);
+  await assert.rejects(reducescatter(tf.tensor1d([true], 'bool'), { runtime }), /not defined for bool/);
 });
 
 test('MetricAverageCallback averages numbers and scalar tensors, and disposes the tensors', async () => {

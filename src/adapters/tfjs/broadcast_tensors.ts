@@ -1,7 +1,7 @@
 /**
- * Broadcasting many tensors at once, and plain JSON values. Tensors are grouped by dtype and
- * each group travels as ONE fused broadcast (at most three: float32, int32, bool), so a model's
- * hundred weights cost three collectives, not a hundred.
+ * Broadcasting many tensors at once, and any structured-clone value. Tensors are grouped by
+ * dtype and each group travels as ONE fused broadcast (at most three: float32, int32, bool), so
+ * a model's hundred weights cost three collectives, not a hundred.
  */
 import type * as tf from '@tensorflow/tfjs';
 import { InvalidArgumentError } from '../../index.js';
@@ -51,7 +51,9 @@ export async function broadcastTensors(tensors: readonly tf.Tensor[], options: B
 }
 
 /**
- * The root's `value` on every rank (any JSON-serialisable value; others pass a placeholder).
+ * The root's `value` on every rank: any structured-clone value (plain objects, arrays, strings,
+ * numbers, Maps, typed arrays...); the other ranks pass a placeholder. The root gets its own
+ * `value` back, the others a copy. Made of ringreduce's `broadcastObject`.
  *
  * @example
  * const config = await broadcastObject(rr.rank() === 0 ? { seed: Date.now() } : null);
@@ -59,14 +61,8 @@ export async function broadcastTensors(tensors: readonly tf.Tensor[], options: B
 export async function broadcastObject<T>(value: T, options: BroadcastManyOptions = {}): Promise<T> {
   const collectives = collectivesOf(options);
   const root = rootOf(options, collectives);
-  const name = options.name ?? 'broadcastObject';
-  const isRoot = collectives.rank() === root;
-  const bytes = isRoot ? new TextEncoder().encode(JSON.stringify(value) ?? 'null') : new Uint8Array(0);
-  const length = await collectives.broadcast(Int32Array.of(bytes.length), { root, name: `${name}.length` });
-  const size = (length as Int32Array)[0] as number;
-  const payload = await collectives.broadcast(isRoot ? bytes : new Uint8Array(size), { root, name: `${name}.bytes` });
-  // TextDecoder refuses views of a SharedArrayBuffer (which results are): decode a copy.
-  return isRoot ? value : (JSON.parse(new TextDecoder().decode(new Uint8Array(payload as Uint8Array))) as T);
+  const received = await collectives.broadcastObject(value, { root, name: options.name ?? 'broadcastObject' });
+  return collectives.rank() === root ? value : received;
 }
 
 function rootOf(options: BroadcastManyOptions, collectives: Collectives): number {

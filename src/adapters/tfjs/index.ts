@@ -17,11 +17,21 @@ export {
   allgatherSync,
   allreduce,
   allreduceSync,
+  alltoall,
+  alltoallSync,
   broadcast,
   broadcastSync,
+  gather,
+  gatherSync,
+  reducescatter,
+  reducescatterSync,
   type TensorAllreduceOptions,
+  type TensorAlltoallOptions,
+  type TensorAlltoallResult,
   type TensorBroadcastOptions,
   type TensorCollectiveOptions,
+  type TensorGatherOptions,
+  type TensorReducescatterOptions,
 } from './collectives.js';
 export { DistributedOptimizer, type DistributedOptimizerOptions } from './distributed_optimizer.js';
 export { getLearningRate, setLearningRate } from './learning_rate.js';

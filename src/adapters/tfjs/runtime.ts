@@ -8,7 +8,21 @@ import * as rr from '../../index.js';
 /** The part of a runtime the adapter uses; `RingReduce` instances and the module both fit. */
 export type Collectives = Pick<
   rr.RingReduce,
-  'rank' | 'size' | 'allreduce' | 'allreduceSync' | 'allgather' | 'allgatherSync' | 'broadcast' | 'broadcastSync'
+  | 'rank'
+  | 'size'
+  | 'allreduce'
+  | 'allreduceSync'
+  | 'allgather'
+  | 'allgatherSync'
+  | 'broadcast'
+  | 'broadcastSync'
+  | 'reducescatter'
+  | 'reducescatterSync'
+  | 'alltoall'
+  | 'alltoallSync'
+  | 'gather'
+  | 'gatherSync'
+  | 'broadcastObject'
 >;
 
 export interface RuntimeOption {
