@@ -8,12 +8,11 @@
  * dtype and reduce op) are merged while their total stays at most
  * `thresholdBytes` (RINGREDUCE_FUSION_THRESHOLD_BYTES). A tensor larger than the threshold runs
  * alone, in place, without a copy. Every rank receives the merged response, so every rank packs
- * the same tensors in the same order (`pack`), runs the allreduce on the packed buffer and
- * copies the results back (`unpack`). The packed buffer comes from the engine's pool: a
+ * the same tensors in the same order (ops/packing.ts), runs the allreduce on the packed buffer
+ * and copies the results back. The packed buffer comes from the engine's pool: a
  * training loop reuses it every step and never touches fresh memory.
  */
 import { bytesPerElement } from '../core/dtypes.js';
-import type { TypedArray } from '../core/types.js';
 import type { ExecuteResponse, Response } from './messages.js';
 import { specOf } from './ops/registry.js';
 
@@ -53,22 +52,4 @@ function fusibleBytes(response: Response, elementsOf: (name: string) => number):
   let elements = 0;
   for (const name of response.names) elements += elementsOf(name);
   return elements * bytesPerElement(response.request.dtype);
-}
-
-/** Copies `parts` back to back into `into` (which has room for all of them). */
-export function pack(parts: readonly TypedArray[], into: TypedArray): void {
-  let offset = 0;
-  for (const part of parts) {
-    into.set(part as never, offset);
-    offset += part.length;
-  }
-}
-
-/** Copies the consecutive slices of `from` back into `parts`. */
-export function unpack(from: TypedArray, parts: readonly TypedArray[]): void {
-  let offset = 0;
-  for (const part of parts) {
-    part.set(from.subarray(offset, offset + part.length) as never);
-    offset += part.length;
-  }
 }

@@ -20,24 +20,15 @@
  * (the engine's failAll), which bounds the sender's wait for the answer.
  */
 import { MismatchError, type RingReduceError, TimeoutError, toErrorRecord } from '../core/errors.js';
-import type { DType, TypedArray } from '../core/types.js';
+import type { TypedArray } from '../core/types.js';
 import { bytesOf, type Transport } from '../transport/transport.js';
 import type { ControlMessage } from './messages.js';
+import type { PeerRequest } from './peer_request.js';
+
+export type { PeerRequest } from './peer_request.js';
+
 import { peerTag } from './tags.js';
 import type { FromEngine } from './worker_protocol.js';
-
-/** A send or recv, as the caller's side submits it. */
-export interface PeerRequest {
-  op: 'send' | 'recv';
-  /** Unique per call on this rank (the facade's in-flight check): 'send to 1, tag 0 #3'. */
-  name: string;
-  /** The receiver of a send, the sender of a recv. */
-  peer: number;
-  /** The user's tag. */
-  tag: number;
-  dtype: DType;
-  length: number;
-}
 
 export function isPeerRequest(request: { op: string }): request is PeerRequest {
   return request.op === 'send' || request.op === 'recv';

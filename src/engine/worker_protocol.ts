@@ -8,7 +8,7 @@ import type { Config } from '../core/config.js';
 import type { ErrorRecord } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
 import type { Request } from './messages.js';
-import type { PeerRequest } from './point_to_point.js';
+import type { PeerRequest } from './peer_request.js';
 
 export interface WorkerInit {
   config: Config;

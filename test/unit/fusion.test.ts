@@ -5,8 +5,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { DType } from '../../src/core/types.js';
-import { pack, planFusion, unpack } from '../../src/engine/fusion.js';
+import { planFusion } from '../../src/engine/fusion.js';
 import type { Request, Response } from '../../src/engine/messages.js';
+import { pack, unpack } from '../../src/engine/ops/packing.js';
 import { allreduceRequest, startEngines, stopEngines } from '../helpers/engines.js';
 
 function exec(name: string, dtype: DType = 'float32', op: 'allreduce' | 'broadcast' = 'allreduce'): Response {
