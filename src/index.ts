@@ -2,6 +2,7 @@
 
 // The module functions (rr.init, rr.allreduce, ...) and the option types of every collective.
 export * from './api/default_runtime.js';
+export { ProcessSet } from './api/process_set.js';
 export { RingReduce } from './api/runtime.js';
 export type { Config, InitOptions } from './core/config.js';
 export {

@@ -16,6 +16,7 @@ import {
   type BroadcastObjectOptions,
   type BroadcastOptions,
   type GatherOptions,
+  type ProcessSet,
   type RecvOptions,
   type ReduceOptions,
   type ReducescatterOptions,
@@ -102,6 +103,9 @@ export const allgatherObject = <V>(v: V, o?: AllgatherObjectOptions): Promise<V[
 export const allgatherObjectSync = <V>(v: V, o?: AllgatherObjectOptions): V[] => instance().allgatherObjectSync(v, o);
 export const broadcastObject = <V>(v: V, o?: BroadcastObjectOptions): Promise<V> => instance().broadcastObject(v, o);
 export const broadcastObjectSync = <V>(v: V, o?: BroadcastObjectOptions): V => instance().broadcastObjectSync(v, o);
+export const addProcessSet = (ranks: readonly number[]): Promise<ProcessSet> => instance().addProcessSet(ranks);
+export const removeProcessSet = (set: ProcessSet): Promise<void> => instance().removeProcessSet(set);
+export const processSets = (): ProcessSet[] => instance().processSets();
 export const barrier = (o?: BarrierOptions): Promise<void> => instance().barrier(o);
 export const barrierSync = (o?: BarrierOptions): void => instance().barrierSync(o);
 

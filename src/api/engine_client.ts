@@ -39,6 +39,8 @@ export interface Call {
   output?: TypedArray;
   /** `buffer` is fresh memory the engine may help free once done (see Submission.fresh). */
   fresh?: boolean;
+  /** The process set of a collective; unset: the world. */
+  set?: number;
   /** Runs once the engine no longer uses `buffer` (before the call settles). */
   released?: () => void;
 }
@@ -183,12 +185,13 @@ export class EngineClient implements EngineLink {
    * costs 4-10 us). While the burst lasts, a shared flag tells the engine that the rest is
    * coming, so it reports the first call together with them (engine/burst_gate.ts).
    */
-  private post({ request, buffer, output, fresh }: Call): number {
+  private post({ request, buffer, output, fresh, set }: Call): number {
     if (this.closed) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
     const id = this.nextId++;
     const submission: Submission = { id, request, buffer };
     if (output) submission.output = output;
     if (fresh) submission.fresh = true;
+    if (set) submission.set = set;
     if (this.inBurst) {
       if (this.burst.length === 0) Atomics.store(this.signal, kSignalBurst, 1);
       this.burst.push(submission);

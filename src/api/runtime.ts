@@ -28,9 +28,11 @@ import {
   broadcastObjectSync,
 } from './ops/objects.js';
 import { prepareRecv, prepareSend, type RecvOptions, type SendOptions } from './ops/point_to_point.js';
+import { prepareAddProcessSet, prepareRemoveProcessSet } from './ops/process_set.js';
 import { prepareReduce, type ReduceOptions } from './ops/reduce.js';
 import { prepareReducescatter, type ReducescatterOptions } from './ops/reducescatter.js';
 import { prepareScatter, type ScatterOptions } from './ops/scatter.js';
+import { ProcessSet, parseProcessSet, parseSetRanks } from './process_set.js';
 import type { ParsedTensor } from './tensor_args.js';
 
 export type { Result } from './call.js';
@@ -45,6 +47,7 @@ export type { RecvOptions, SendOptions } from './ops/point_to_point.js';
 export type { ReduceOptions } from './ops/reduce.js';
 export type { ReducescatterOptions } from './ops/reducescatter.js';
 export type { ScatterOptions } from './ops/scatter.js';
+export { ProcessSet } from './process_set.js';
 
 /**
  * Allgather input copies kept for reuse, at most (in free buffers): enough for the input of a
@@ -53,7 +56,7 @@ export type { ScatterOptions } from './ops/scatter.js';
 const kStagingRetainBytes = 256 * 1024 * 1024;
 
 export class RingReduce {
-  /** How many unnamed calls of each op this rank has made: ranks match them by this order. */
+  /** How many unnamed calls of each op, per process set, this rank has made: ranks match them by this order. */
   private readonly unnamedCounters = new Map<string, number>();
   private readonly inFlight = new Set<string>();
   /**
@@ -69,29 +72,20 @@ export class RingReduce {
   private readonly staging = new BufferPool<SharedArrayBuffer>(kStagingRetainBytes, (bytes) => new SharedArrayBuffer(bytes));
   private shutDown = false;
 
-  /** What the ops' preparations (api/ops/) need from this rank. */
-  private readonly context: CallContext;
+  /** What the ops' preparations (api/ops/) need from this rank, for the world's collectives. */
+  private readonly world: CallContext;
+  /** The process sets, by id: the world is not one of them. */
+  private readonly sets = new Map<number, ProcessSet>();
+  private readonly setContexts = new Map<number, CallContext>();
+  /** The id the next set gets: the same sequence on every rank (static sets first). */
+  private nextSetId = 1;
 
   private constructor(
     readonly config: Config,
     private readonly engine: EngineLink,
   ) {
-    this.context = {
-      rank: config.rank,
-      size: config.size,
-      nameFor: (op, name, label) => {
-        if (name !== undefined) return name;
-        const n = this.unnamedCounters.get(op) ?? 0;
-        this.unnamedCounters.set(op, n + 1);
-        return label === undefined ? unnamedName(op as CollectiveOp, n) : `${label} #${n}`;
-      },
-      fresh: (t: ParsedTensor, length = t.data.length): TypedArray => {
-        const array = allocShared(t.dtype, length);
-        this.reclaimer.release(array.byteLength);
-        return array;
-      },
-      staging: this.staging,
-    };
+    this.world = this.contextFor(undefined);
+    for (const ranks of config.processSets) this.registerSet(ranks);
   }
 
   /**
@@ -138,11 +132,11 @@ export class RingReduce {
    */
   async allreduce<T extends TensorLike>(tensor: T, options?: AllreduceOptions): Promise<Result<T>> {
     // The synchronous part of an async function runs at call time: the input is copied now.
-    return this.run(prepareAllreduce(this.context, tensor, options)) as Promise<Result<T>>;
+    return this.run(this.scoped(options, (c) => prepareAllreduce(c, tensor, options))) as Promise<Result<T>>;
   }
   /** allreduce that blocks the calling thread (only) until done. */
   allreduceSync<T extends TensorLike>(tensor: T, options?: AllreduceOptions): Result<T> {
-    return this.runSync(prepareAllreduce(this.context, tensor, options)) as Result<T>;
+    return this.runSync(this.scoped(options, (c) => prepareAllreduce(c, tensor, options))) as Result<T>;
   }
 
   /**
@@ -151,10 +145,10 @@ export class RingReduce {
    * @example const all = await rr.allgather({ data: rows, shape: [n, 4] }); // all.shape = [Σn, 4]
    */
   async allgather<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Promise<Result<T>> {
-    return this.run(prepareAllgather(this.context, tensor, options)) as Promise<Result<T>>;
+    return this.run(this.scoped(options, (c) => prepareAllgather(c, tensor, options))) as Promise<Result<T>>;
   }
   allgatherSync<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Result<T> {
-    return this.runSync(prepareAllgather(this.context, tensor, options)) as Result<T>;
+    return this.runSync(this.scoped(options, (c) => prepareAllgather(c, tensor, options))) as Result<T>;
   }
 
   /**
@@ -163,10 +157,10 @@ export class RingReduce {
    * @example const w = await rr.broadcast(weights, { root: 0, name: 'weights' });
    */
   async broadcast<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Promise<Result<T>> {
-    return this.run(prepareBroadcast(this.context, tensor, options)) as Promise<Result<T>>;
+    return this.run(this.scoped(options, (c) => prepareBroadcast(c, tensor, options))) as Promise<Result<T>>;
   }
   broadcastSync<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Result<T> {
-    return this.runSync(prepareBroadcast(this.context, tensor, options)) as Result<T>;
+    return this.runSync(this.scoped(options, (c) => prepareBroadcast(c, tensor, options))) as Result<T>;
   }
 
   /**
@@ -176,10 +170,10 @@ export class RingReduce {
    * @example const mine = await rr.reducescatter({ data: grads, shape: [rows, cols] }, { name: 'g', op: 'average' });
    */
   async reducescatter<T extends TensorLike>(tensor: T, options?: ReducescatterOptions): Promise<Result<T>> {
-    return this.run(prepareReducescatter(this.context, tensor, options)) as Promise<Result<T>>;
+    return this.run(this.scoped(options, (c) => prepareReducescatter(c, tensor, options))) as Promise<Result<T>>;
   }
   reducescatterSync<T extends TensorLike>(tensor: T, options?: ReducescatterOptions): Result<T> {
-    return this.runSync(prepareReducescatter(this.context, tensor, options)) as Result<T>;
+    return this.runSync(this.scoped(options, (c) => prepareReducescatter(c, tensor, options))) as Result<T>;
   }
 
   /**
@@ -188,10 +182,10 @@ export class RingReduce {
    * @example const { output, receivedSplits } = await rr.alltoall({ data: tokens, shape: [n, d] }, { splits });
    */
   async alltoall<T extends TensorLike>(tensor: T, options?: AlltoallOptions): Promise<AlltoallResult<T>> {
-    return this.run(prepareAlltoall(this.context, tensor, options)) as Promise<AlltoallResult<T>>;
+    return this.run(this.scoped(options, (c) => prepareAlltoall(c, tensor, options))) as Promise<AlltoallResult<T>>;
   }
   alltoallSync<T extends TensorLike>(tensor: T, options?: AlltoallOptions): AlltoallResult<T> {
-    return this.runSync(prepareAlltoall(this.context, tensor, options)) as AlltoallResult<T>;
+    return this.runSync(this.scoped(options, (c) => prepareAlltoall(c, tensor, options))) as AlltoallResult<T>;
   }
 
   /**
@@ -199,10 +193,10 @@ export class RingReduce {
    * @example const total = await rr.reduce(counts, { root: 0, op: 'sum' }); // null except on rank 0
    */
   async reduce<T extends TensorLike>(tensor: T, options?: ReduceOptions): Promise<Result<T> | null> {
-    return this.run(prepareReduce(this.context, tensor, options)) as Promise<Result<T> | null>;
+    return this.run(this.scoped(options, (c) => prepareReduce(c, tensor, options))) as Promise<Result<T> | null>;
   }
   reduceSync<T extends TensorLike>(tensor: T, options?: ReduceOptions): Result<T> | null {
-    return this.runSync(prepareReduce(this.context, tensor, options)) as Result<T> | null;
+    return this.runSync(this.scoped(options, (c) => prepareReduce(c, tensor, options))) as Result<T> | null;
   }
 
   /**
@@ -211,10 +205,10 @@ export class RingReduce {
    * @example const all = await rr.gather({ data: preds, shape: [n, 10] }); // on rank 0: shape [Σn, 10]
    */
   async gather<T extends TensorLike>(tensor: T, options?: GatherOptions): Promise<Result<T> | null> {
-    return this.run(prepareGather(this.context, tensor, options)) as Promise<Result<T> | null>;
+    return this.run(this.scoped(options, (c) => prepareGather(c, tensor, options))) as Promise<Result<T> | null>;
   }
   gatherSync<T extends TensorLike>(tensor: T, options?: GatherOptions): Result<T> | null {
-    return this.runSync(prepareGather(this.context, tensor, options)) as Result<T> | null;
+    return this.runSync(this.scoped(options, (c) => prepareGather(c, tensor, options))) as Result<T> | null;
   }
 
   /**
@@ -223,10 +217,10 @@ export class RingReduce {
    * @example const part = await rr.scatter(rr.rank() === 0 ? batch : null, { root: 0 });
    */
   async scatter(tensor: TensorLike | null, options?: ScatterOptions): Promise<ShapedTensor> {
-    return this.run(prepareScatter(this.context, tensor, options)) as Promise<ShapedTensor>;
+    return this.run(this.scoped(options, (c) => prepareScatter(c, tensor, options))) as Promise<ShapedTensor>;
   }
   scatterSync(tensor: TensorLike | null, options?: ScatterOptions): ShapedTensor {
-    return this.runSync(prepareScatter(this.context, tensor, options)) as ShapedTensor;
+    return this.runSync(this.scoped(options, (c) => prepareScatter(c, tensor, options))) as ShapedTensor;
   }
 
   /**
@@ -236,10 +230,10 @@ export class RingReduce {
    * @example await rr.send(activations, { to: rr.rank() + 1, tag: 7 });
    */
   async send(tensor: TensorLike, options: SendOptions): Promise<void> {
-    await this.run(prepareSend(this.context, tensor, options));
+    await this.run(this.scoped(options, (c) => prepareSend(c, tensor, options)));
   }
   sendSync(tensor: TensorLike, options: SendOptions): void {
-    this.runSync(prepareSend(this.context, tensor, options));
+    this.runSync(this.scoped(options, (c) => prepareSend(c, tensor, options)));
   }
 
   /**
@@ -248,10 +242,10 @@ export class RingReduce {
    * @example const acts = await rr.recv(new Float32Array(n), { from: rr.rank() - 1, tag: 7 });
    */
   async recv<T extends TensorLike>(into: T, options: RecvOptions): Promise<T> {
-    return this.run(prepareRecv(this.context, into, options)) as Promise<T>;
+    return this.run(this.scoped(options, (c) => prepareRecv(c, into, options))) as Promise<T>;
   }
   recvSync<T extends TensorLike>(into: T, options: RecvOptions): T {
-    return this.runSync(prepareRecv(this.context, into, options)) as T;
+    return this.runSync(this.scoped(options, (c) => prepareRecv(c, into, options))) as T;
   }
 
   /**
@@ -276,12 +270,50 @@ export class RingReduce {
     return broadcastObjectSync(this, value, options) as V;
   }
 
+  /**
+   * Adds a process set: a collective of the whole job, which every rank calls with the same ranks
+   * (a rank outside the set gets the set too, with `includes(rank())` false). Collectives given
+   * `{ processSet }` then involve its members only. Different ranks on different ranks reject
+   * with MismatchError on every rank.
+   * @example const evens = await rr.addProcessSet([0, 2]); if (evens.includes(rr.rank())) await rr.allreduce(x, { processSet: evens });
+   */
+  async addProcessSet(ranks: readonly number[]): Promise<ProcessSet> {
+    const members = parseSetRanks(ranks, this.config.size);
+    // Every rank numbers its sets in call order: the same id everywhere, checked in negotiation.
+    const id = this.nextSetId++;
+    await this.run(prepareAddProcessSet(this.world, id, members));
+    const set = new ProcessSet(id, Object.freeze(members), this.config.rank, this);
+    this.sets.set(id, set);
+    return set;
+  }
+
+  /**
+   * Removes a process set: a collective of the whole job. Its collectives still queued reject with
+   * InvalidArgumentError on its members; later calls with it are refused.
+   */
+  async removeProcessSet(set: ProcessSet): Promise<void> {
+    if (!(set instanceof ProcessSet) || set.owner !== this || set.removed) {
+      throw new InvalidArgumentError(
+        `removeProcessSet needs a process set of this runtime that is not removed, got ${String(set)}`,
+      );
+    }
+    await this.run(prepareRemoveProcessSet(this.world, set.id));
+    set.markRemoved();
+    this.sets.delete(set.id);
+    this.setContexts.delete(set.id);
+  }
+
+  /** The process sets defined and not removed, in the order they were added (init's first). */
+  processSets(): ProcessSet[] {
+    return [...this.sets.values()];
+  }
+
   /** Resolves once every rank has called barrier. */
   async barrier(options?: BarrierOptions): Promise<void> {
-    await this.run(prepareBarrier(this.context, options));
+    await this.run(this.scoped(options, (c) => prepareBarrier(c, options)));
   }
   barrierSync(options?: BarrierOptions): void {
-    this.runSync(prepareBarrier(this.context, options));
+    this.runSync(this.scoped(options, (c) => prepareBarrier(c, options)));
   }
 
   /**
@@ -294,44 +326,92 @@ export class RingReduce {
     await this.engine.shutdown();
   }
 
-  private claimName(request: { op: string; name: string }): void {
-    if (this.shutDown) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
-    if (this.inFlight.has(request.name)) {
-      throw new InvalidArgumentError(`a collective named '${request.name}' is already in flight on rank ${this.config.rank}`);
+  /** The context of option 'processSet' (the world's when unset), and the call prepared in it. */
+  private scoped(options: unknown, prepare: (c: CallContext) => Prepared): Prepared {
+    const value = typeof options === 'object' && options !== null ? (options as { processSet?: unknown }).processSet : undefined;
+    const set = parseProcessSet(value, this, this.config.rank);
+    const context = set ? this.contextOfSet(set) : this.world;
+    const prepared = prepare(context);
+    if (set) prepared.set = set.id;
+    return prepared;
+  }
+
+  private contextOfSet(set: ProcessSet): CallContext {
+    let context = this.setContexts.get(set.id);
+    if (!context) {
+      context = this.contextFor(set);
+      this.setContexts.set(set.id, context);
     }
-    this.inFlight.add(request.name);
+    return context;
+  }
+
+  /** Ranks and names inside `set` (the world when undefined); memory is shared by all. */
+  private contextFor(set: ProcessSet | undefined): CallContext {
+    const scope = set ? `${set.id}/` : '';
+    return {
+      rank: set ? set.rank() : this.config.rank,
+      size: set ? set.size() : this.config.size,
+      nameFor: (op, name, label) => {
+        if (name !== undefined) return name;
+        const key = `${scope}${op}`;
+        const n = this.unnamedCounters.get(key) ?? 0;
+        this.unnamedCounters.set(key, n + 1);
+        return label === undefined ? unnamedName(op as CollectiveOp, n) : `${label} #${n}`;
+      },
+      fresh: (t: ParsedTensor, length = t.data.length): TypedArray => {
+        const array = allocShared(t.dtype, length);
+        this.reclaimer.release(array.byteLength);
+        return array;
+      },
+      staging: this.staging,
+    };
+  }
+
+  private registerSet(ranks: readonly number[]): ProcessSet {
+    const set = new ProcessSet(this.nextSetId++, Object.freeze([...ranks]), this.config.rank, this);
+    this.sets.set(set.id, set);
+    return set;
   }
 
   private async run(prepared: Prepared): Promise<unknown> {
-    this.claim(prepared);
+    const key = this.claim(prepared);
     try {
       return prepared.finish(await this.engine.submit(prepared));
     } finally {
-      this.inFlight.delete(prepared.request.name);
+      this.inFlight.delete(key);
     }
   }
 
   private runSync(prepared: Prepared): unknown {
-    this.claim(prepared);
+    const key = this.claim(prepared);
     try {
       return prepared.finish(this.engine.submitSync(prepared));
     } finally {
-      this.inFlight.delete(prepared.request.name);
+      this.inFlight.delete(key);
     }
   }
 
   /**
-   * Marks the name in flight, and has the call's staging memory go back to the pool once the
-   * engine is done with it (`released`). A call refused here gives it back at once.
+   * Marks the name in flight in its set (names are scoped per set), and has the call's staging
+   * memory go back to the pool once the engine is done with it (`released`). A call refused here
+   * gives it back at once. Returns the in-flight key.
    */
-  private claim(prepared: Prepared): void {
+  private claim(prepared: Prepared): string {
     const staging = prepared.staging;
     if (staging) prepared.released = () => this.staging.release(staging);
+    const { op, name } = prepared.request;
+    const key = `${prepared.set ?? 0}/${name}`;
     try {
-      this.claimName(prepared.request);
+      if (this.shutDown) throw new ShutdownError(`${op} '${name}': ringreduce has been shut down`);
+      if (this.inFlight.has(key)) {
+        const where = prepared.set ? ` in process set ${prepared.set}` : '';
+        throw new InvalidArgumentError(`a collective named '${name}' is already in flight${where} on rank ${this.config.rank}`);
+      }
     } catch (error) {
       prepared.released?.();
       throw error;
     }
+    this.inFlight.add(key);
+    return key;
   }
 }

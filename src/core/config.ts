@@ -63,6 +63,8 @@ export interface Config {
   readonly sharedMemory: boolean;
   /** Chrome trace file of the engine's phases (rank r > 0 of a larger job: see timelinePathFor), or undefined. */
   readonly timeline: string | undefined;
+  /** Process sets defined from the start (ids 1, 2, ... in this order): ranks of the job, the same on every rank. */
+  readonly processSets: readonly (readonly number[])[];
 }
 
 export type Backend = 'tcp' | 'mpi' | 'auto';
@@ -97,6 +99,7 @@ const kOptionsSchema = z.strictObject({
   unixSockets: z.boolean().optional(),
   sharedMemory: z.boolean().optional(),
   timeline: z.string().min(1).optional(),
+  processSets: z.array(z.array(rankField).min(1)).optional(),
 });
 
 /** Options of init(); each wins over its environment variable (docs/env.md). */
@@ -146,6 +149,19 @@ function storeAddressFromEnv(env: Env): string | undefined {
   if (env[kEnv.storeAddr]) return env[kEnv.storeAddr];
   if (env.MASTER_ADDR && env.MASTER_PORT) return `${env.MASTER_ADDR}:${env.MASTER_PORT}`;
   return undefined;
+}
+
+/** Every set: ranks of the job, none twice. */
+function checkProcessSets(sets: readonly number[][], size: number): readonly (readonly number[])[] {
+  for (const [i, ranks] of sets.entries()) {
+    const bad = ranks.find((r) => r >= size);
+    if (bad !== undefined)
+      throw new InvalidArgumentError(`init option 'processSets[${i}]' has rank ${bad}, not in a job of ${size}`);
+    if (new Set(ranks).size !== ranks.length) {
+      throw new InvalidArgumentError(`init option 'processSets[${i}]' names a rank twice: [${ranks.join(', ')}]`);
+    }
+  }
+  return Object.freeze(sets.map((ranks) => Object.freeze([...ranks])));
 }
 
 export function resolveConfig(options: InitOptions = {}, env: Env = process.env): Config {
@@ -219,5 +235,6 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     unixSockets: o.unixSockets ?? env[kEnv.unixSockets] !== '0',
     sharedMemory: o.sharedMemory ?? env[kEnv.sharedMemory] !== '0',
     timeline: o.timeline ?? (env[kEnv.timeline] || undefined),
+    processSets: checkProcessSets(o.processSets ?? [], size),
   });
 }

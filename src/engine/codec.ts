@@ -86,6 +86,7 @@ function readResponse(r: Reader): WireResponse {
 export function encodeControl(message: ControlMessage): Uint8Array {
   const w = new Writer();
   w.u8(codeOf(kTypes, message.type));
+  if (message.type === 'requests' || message.type === 'responses' || message.type === 'ready') w.u32(message.set ?? 0);
   if (message.type === 'requests') {
     w.u32(message.requests.length);
     for (const r of message.requests) writeRequest(w, r);
@@ -123,6 +124,7 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
   const r = new Reader(bytes);
   const type = r.enumOf(kTypes, 'message type');
   let message: ControlMessage;
+  const set = type === 'requests' || type === 'responses' || type === 'ready' ? r.u32('process set') : 0;
   if (type === 'requests') {
     const n = r.count('requests', 7);
     const requests: Request[] = [];
@@ -160,6 +162,8 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     message = { type };
   }
   r.end();
+  // The world is the default: a message of set 0 decodes as one without a set.
+  if (set !== 0) (message as { set?: number }).set = set;
   return message;
 }
 

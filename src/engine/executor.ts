@@ -13,7 +13,7 @@ import type { TypedArray } from '../core/types.js';
 import type { Timeline } from '../observability/timeline.js';
 import { type NativeCollectives, nativeCollectivesOf, type Transport } from '../transport/transport.js';
 import type { ExecuteResponse, Request } from './messages.js';
-import type { ExecutionContext, ExecutionResult } from './ops/op_spec.js';
+import type { ExecutionContext, ExecutionResult, Membership } from './ops/op_spec.js';
 import { specOf } from './ops/registry.js';
 import { collectiveTag, kCollectiveTagCount } from './tags.js';
 import type { Entry } from './tensor_queue.js';
@@ -28,6 +28,10 @@ export interface ExecutorSettings {
   /** Bytes per message of the pipelined algorithms. */
   segmentBytes: number;
   timeline?: Timeline | undefined;
+  /** The process set whose collectives this executor runs (tags.ts); default 0, the world. */
+  processSet?: number;
+  /** The world's executor only: where the collectives that change the sets act. */
+  membership?: Membership;
 }
 
 /** Scratch the pool keeps beyond the fusion buffer (pipeline depth × segment, with room). */
@@ -50,7 +54,7 @@ export class Executor {
 
   /** Runs `response` for `entries` (one per name, in the response's order); one result per entry. */
   execute(response: ExecuteResponse, entries: readonly Entry[]): Promise<ExecutionResult[]> {
-    const tag = collectiveTag(this.nextTag);
+    const tag = collectiveTag(this.settings.processSet ?? 0, this.nextTag);
     this.nextTag = (this.nextTag + 1) % kCollectiveTagCount;
     this.counts.executions++;
     if (entries.length > 1) this.counts.fused++;
@@ -83,6 +87,7 @@ export class Executor {
       pool: this.pool,
       kernels,
       native: this.native,
+      membership: this.settings.membership,
       async communicate(bytes, run) {
         if (!timeline) return run();
         const t = timeline.now();

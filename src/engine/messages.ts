@@ -40,20 +40,24 @@ export type Response = ExecuteResponse | ErrorResponse;
 /** On the wire, a response the response cache holds travels as its ids (response_cache.ts). */
 export type WireResponse = Response | { kind: 'cached'; ids: number[] };
 
+/**
+ * Messages between engines. Those of negotiation belong to a process set (`set`: its id; unset,
+ * the world, set 0) and its ranks are numbered inside the set.
+ */
 export type ControlMessage =
-  /** A rank's newly ready requests that are not in the response cache, to rank 0. */
-  | { type: 'requests'; requests: Request[] }
+  /** A rank's newly ready requests that are not in the response cache, to its set's rank 0. */
+  | { type: 'requests'; set?: number; requests: Request[] }
   /**
    * Rank 0's decisions, to every rank. They run once the receiving rank has closed
    * `afterRounds` ready rounds (ready_rounds.ts), which puts them at the same place among the
    * cached collectives on every rank. `evict`: cache ids that leave the cache first.
    */
-  | { type: 'responses'; afterRounds: number; evict: number[]; responses: WireResponse[] }
+  | { type: 'responses'; set?: number; afterRounds: number; evict: number[]; responses: WireResponse[] }
   /**
    * A rank's contribution to a ready round: the cache ids it has ready, and the buffers of the
    * small allreduces among them that it reports for the first time (eager_exchange.ts).
    */
-  | { type: 'ready'; round: number; ids: number[]; eager: { id: number; data: Uint8Array }[] }
+  | { type: 'ready'; set?: number; round: number; ids: number[]; eager: { id: number; data: Uint8Array }[] }
   /** A rank's shutdown() reached its engine; the coordinator answers shutdown-ack once all did. */
   | { type: 'shutdown' }
   | { type: 'shutdown-ack' }

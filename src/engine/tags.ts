@@ -1,16 +1,21 @@
 /**
- * The engine's share-out of the transport's data tags. Collectives take the even tags (a counter
- * every rank advances in the agreed order, executor.ts); point-to-point messages take the odd ones
- * (a counter per ordered pair of ranks, point_to_point.ts). Neither can match the other's
- * messages, also on a backend that takes tags modulo a power of two (MPI's tag upper bound + 1 is
- * one: 2^31 in Open MPI, at least 2^15 by the standard).
+ * The engine's share-out of the transport's data tags. Collectives take the even tags, point-to-point
+ * messages the odd ones (a counter per ordered pair of ranks, point_to_point.ts). Among the even
+ * ones, each process set has its own residue class: collective n of set s has tag
+ * 2 · ((n · kMaxProcessSets + s) mod 2^31), from a counter every member of the set advances in the
+ * agreed order (executor.ts). So no message can land in a receive of another set's collective or
+ * of a send/recv, also on a backend that takes tags modulo a power of two (MPI's tag upper bound
+ * + 1 is one: 2^31 in Open MPI, at least 2^15 by the standard).
  */
 
-/** How many collective tags there are before the counter wraps (every rank wraps at the same call). */
-export const kCollectiveTagCount = 2 ** 31;
+/** Process set ids are below this (0 is the world). */
+export const kMaxProcessSets = 1024;
 
-export function collectiveTag(n: number): number {
-  return 2 * (n % kCollectiveTagCount);
+/** How many collectives of one set before its counter wraps (every member wraps at the same call). */
+export const kCollectiveTagCount = 2 ** 31 / kMaxProcessSets;
+
+export function collectiveTag(set: number, n: number): number {
+  return 2 * (((n % kCollectiveTagCount) * kMaxProcessSets + set) % 2 ** 31);
 }
 
 export function peerTag(sequence: number): number {

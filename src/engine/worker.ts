@@ -56,7 +56,9 @@ async function main(): Promise<void> {
     return;
   }
   const enqueue = (message: ToEngine & { type: 'enqueue' }) => {
-    for (const { id, request, buffer, output, fresh } of message.submissions) engine.enqueue(id, request, buffer, output, fresh);
+    for (const { id, request, buffer, output, fresh, set } of message.submissions) {
+      engine.enqueue(id, request, buffer, output, fresh, set);
+    }
   };
   // The submissions a burst posted before lowering its flag are queued on the port already.
   const drainSubmissions = () => {

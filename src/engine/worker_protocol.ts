@@ -35,6 +35,8 @@ export interface Submission {
    * it towards collecting its handles, so the memory is freed, and reused, soon.
    */
   fresh?: true;
+  /** The process set of a collective; unset: the world. */
+  set?: number;
 }
 
 /** Caller → engine. Submissions made in one synchronous burst travel as one message. */

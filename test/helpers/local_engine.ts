@@ -45,7 +45,7 @@ export class LocalEngine implements EngineLink {
       this.pending.set(id, { resolve, reject, released: call.released });
     });
     try {
-      this.engine.enqueue(id, call.request, call.buffer, call.output, call.fresh);
+      this.engine.enqueue(id, call.request, call.buffer, call.output, call.fresh, call.set);
     } catch (error) {
       const pending = this.pending.get(id);
       this.pending.delete(id);

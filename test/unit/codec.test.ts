@@ -47,6 +47,16 @@ const samples: ControlMessage[] = [
     ],
   },
   { type: 'responses', afterRounds: 0, evict: [], responses: [] },
+  { type: 'responses', set: 1023, afterRounds: 2, evict: [], responses: [{ kind: 'cached', ids: [1] }] },
+  { type: 'ready', set: 5, round: 0, ids: [], eager: [] },
+  {
+    type: 'requests',
+    set: 3,
+    requests: [
+      { name: 'addProcessSet#0', op: 'addProcessSet', dtype: 'uint8', shape: [0], id: 3, ranks: [0, 2, 5] },
+      { name: 'removeProcessSet#0', op: 'removeProcessSet', dtype: 'uint8', shape: [0], id: 3 },
+    ],
+  },
   { type: 'p2p-offer', tag: 2 ** 31 - 1, sequence: 7, dtype: 'uint64', length: 2 ** 40 },
   { type: 'p2p-answer', sequence: 7, outcome: 'mismatch', message: 'Mismatched send/recv ✓' },
   { type: 'p2p-answer', sequence: 0, outcome: 'withdrawn', message: '' },
@@ -82,7 +92,8 @@ test('truncated messages are rejected with ProtocolError, never read out of boun
 test('a ready report is a bit-vector: a hundred ready ids take a few bytes', () => {
   const ids = Array.from({ length: 100 }, (_, i) => i);
   const bytes = encodeControl({ type: 'ready', round: 1, ids, eager: [] });
-  assert.equal(bytes.length, 1 + 4 + 4 + 13 + 4);
+  // Type, process set, round, the bit-vector's length and 13 bytes, no eager buffers.
+  assert.equal(bytes.length, 1 + 4 + 4 + 4 + 13 + 4);
   assert.deepEqual(decodeControl(bytes), { type: 'ready', round: 1, ids, eager: [] });
 });
 
@@ -90,8 +101,8 @@ test('trailing bytes, unknown codes and absurd counts are rejected', () => {
   const bytes = encodeControl(samples[0] as ControlMessage);
   assert.throws(() => decodeControl(new Uint8Array([...bytes, 0])), /trailing/);
   assert.throws(() => decodeControl(new Uint8Array([99])), /unknown message type/);
-  // A request list claiming 2^32-1 requests in 5 bytes must not allocate for them.
-  assert.throws(() => decodeControl(new Uint8Array([0, 0xff, 0xff, 0xff, 0xff])), /claims/);
+  // A request list (of set 0) claiming 2^32-1 requests in 9 bytes must not allocate for them.
+  assert.throws(() => decodeControl(new Uint8Array([0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff])), /claims/);
 });
 
 test('random mutations of valid messages either decode or throw ProtocolError', () => {

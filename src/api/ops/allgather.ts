@@ -3,10 +3,13 @@ import { InvalidArgumentError } from '../../core/errors.js';
 import type { TypedArray } from '../../core/types.js';
 import type { AllgatherRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
+import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
 import { checkOptions, parseGatherOut, parseName, parseTensor } from '../tensor_args.js';
 
 export interface AllgatherOptions {
+  /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
+  processSet?: ProcessSet;
   name?: string;
   /**
    * Write the result here instead of into fresh memory (SharedArrayBuffer-backed, the tensor's
@@ -17,7 +20,7 @@ export interface AllgatherOptions {
 }
 
 export function prepareAllgather(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'out']);
+  const o = checkOptions(options, ['name', 'out', 'processSet']);
   const t = parseTensor(tensor);
   if (t.shape.length === 0) {
     throw new InvalidArgumentError('tensor of allgather must have at least one dimension (it is concatenated along the first)');

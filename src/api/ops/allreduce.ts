@@ -2,9 +2,12 @@
 import type { ReduceOp, TypedArray } from '../../core/types.js';
 import type { AllreduceRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
+import type { ProcessSet } from '../process_set.js';
 import { checkOptions, parseName, parseOut, parseReduceOp, parseScales, parseTensor } from '../tensor_args.js';
 
 export interface AllreduceOptions {
+  /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
+  processSet?: ProcessSet;
   /** Same name on every rank = same collective. Default: named by call order per op. */
   name?: string;
   /** Default 'sum'. 'average' needs a float dtype; 'band', 'bor', 'bxor' an integer one. */
@@ -21,7 +24,7 @@ export interface AllreduceOptions {
 }
 
 export function prepareAllreduce(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'op', 'out', 'prescale', 'postscale']);
+  const o = checkOptions(options, ['name', 'op', 'out', 'prescale', 'postscale', 'processSet']);
   const t = parseTensor(tensor);
   const reduceOp = parseReduceOp(o.op, t.dtype);
   const out = parseOut(o.out, t);

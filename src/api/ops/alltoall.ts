@@ -3,10 +3,13 @@ import { InvalidArgumentError } from '../../core/errors.js';
 import type { TensorLike } from '../../core/types.js';
 import type { AlltoallRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, type Result, resultLike } from '../call.js';
+import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
 import { checkOptions, firstDimension, parseName, parseSplits, parseTensor } from '../tensor_args.js';
 
 export interface AlltoallOptions {
+  /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
+  processSet?: ProcessSet;
   name?: string;
   /**
    * Rows (first dimension) of the tensor for each rank, in rank order, adding up to the first
@@ -24,7 +27,7 @@ export interface AlltoallResult<T extends TensorLike> {
 }
 
 export function prepareAlltoall(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'splits']);
+  const o = checkOptions(options, ['name', 'splits', 'processSet']);
   const t = parseTensor(tensor);
   const rows = firstDimension(t, 'alltoall');
   const splits = parseSplits(o.splits, rows, ctx.size, () => {

@@ -2,9 +2,12 @@
 import type { TypedArray } from '../../core/types.js';
 import type { BroadcastRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
+import type { ProcessSet } from '../process_set.js';
 import { checkOptions, parseName, parseOut, parseRoot, parseTensor } from '../tensor_args.js';
 
 export interface BroadcastOptions {
+  /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
+  processSet?: ProcessSet;
   name?: string;
   /** The rank whose tensor every rank receives. Default 0. */
   root?: number;
@@ -13,7 +16,7 @@ export interface BroadcastOptions {
 }
 
 export function prepareBroadcast(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'root', 'out']);
+  const o = checkOptions(options, ['name', 'root', 'out', 'processSet']);
   const t = parseTensor(tensor);
   const root = parseRoot(o.root, ctx.size);
   const out = parseOut(o.out, t);

@@ -2,10 +2,13 @@
 import type { TypedArray } from '../../core/types.js';
 import type { GatherRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
+import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
 import { checkOptions, firstDimension, parseGatherOut, parseName, parseRoot, parseTensor } from '../tensor_args.js';
 
 export interface GatherOptions {
+  /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
+  processSet?: ProcessSet;
   name?: string;
   /** The rank that gets every rank's tensor. Default 0. */
   root?: number;
@@ -14,7 +17,7 @@ export interface GatherOptions {
 }
 
 export function prepareGather(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'root', 'out']);
+  const o = checkOptions(options, ['name', 'root', 'out', 'processSet']);
   const t = parseTensor(tensor);
   firstDimension(t, 'gather');
   const root = parseRoot(o.root, ctx.size);

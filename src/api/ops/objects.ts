@@ -7,48 +7,54 @@
 import { deserialize, serialize } from 'node:v8';
 import { InvalidArgumentError } from '../../core/errors.js';
 import type { ShapedTensor } from '../../core/types.js';
+import { ProcessSet } from '../process_set.js';
 import { checkOptions, parseName, parseRoot } from '../tensor_args.js';
 
 export interface AllgatherObjectOptions {
   name?: string;
+  processSet?: ProcessSet;
 }
 
 export interface BroadcastObjectOptions {
   name?: string;
+  processSet?: ProcessSet;
   /** The rank whose value every rank receives. Default 0. */
   root?: number;
 }
+
+/** The name and the process set of the byte collectives. */
+type Scope = { name?: string; processSet?: ProcessSet };
 
 /** The byte collectives the object ones are made of (a RingReduce). */
 export interface ByteCollectives {
   rank(): number;
   size(): number;
-  allgather(t: ShapedTensor<Uint8Array>, o: { name?: string }): Promise<ShapedTensor<Uint8Array>>;
-  allgatherSync(t: ShapedTensor<Uint8Array>, o: { name?: string }): ShapedTensor<Uint8Array>;
-  broadcast(t: Uint8Array, o: { name?: string; root: number }): Promise<Uint8Array>;
-  broadcastSync(t: Uint8Array, o: { name?: string; root: number }): Uint8Array;
+  allgather(t: ShapedTensor<Uint8Array>, o: Scope): Promise<ShapedTensor<Uint8Array>>;
+  allgatherSync(t: ShapedTensor<Uint8Array>, o: Scope): ShapedTensor<Uint8Array>;
+  broadcast(t: Uint8Array, o: Scope & { root: number }): Promise<Uint8Array>;
+  broadcastSync(t: Uint8Array, o: Scope & { root: number }): Uint8Array;
 }
 
 export async function allgatherObject(rr: ByteCollectives, value: unknown, options: unknown): Promise<unknown[]> {
-  const { name, framed } = prepareGather(value, options);
-  return unframe((await rr.allgather(framed, name === undefined ? {} : { name })).data, rr.size());
+  const { scope, size, framed } = prepareGather(rr, value, options);
+  return unframe((await rr.allgather(framed, scope)).data, size);
 }
 
 export function allgatherObjectSync(rr: ByteCollectives, value: unknown, options: unknown): unknown[] {
-  const { name, framed } = prepareGather(value, options);
-  return unframe(rr.allgatherSync(framed, name === undefined ? {} : { name }).data, rr.size());
+  const { scope, size, framed } = prepareGather(rr, value, options);
+  return unframe(rr.allgatherSync(framed, scope).data, size);
 }
 
 export async function broadcastObject(rr: ByteCollectives, value: unknown, options: unknown): Promise<unknown> {
-  const { root, names, bytes } = prepareBroadcast(rr, value, options);
-  const length = await rr.broadcast(lengthOf(bytes), { ...names.length, root });
-  return deserialize(await rr.broadcast(bytes ?? new Uint8Array(readLength(length)), { ...names.bytes, root }));
+  const { length, bytes, data } = prepareBroadcast(rr, value, options);
+  const frame = await rr.broadcast(lengthOf(data), length);
+  return deserialize(await rr.broadcast(data ?? new Uint8Array(readLength(frame)), bytes));
 }
 
 export function broadcastObjectSync(rr: ByteCollectives, value: unknown, options: unknown): unknown {
-  const { root, names, bytes } = prepareBroadcast(rr, value, options);
-  const length = rr.broadcastSync(lengthOf(bytes), { ...names.length, root });
-  return deserialize(rr.broadcastSync(bytes ?? new Uint8Array(readLength(length)), { ...names.bytes, root }));
+  const { length, bytes, data } = prepareBroadcast(rr, value, options);
+  const frame = rr.broadcastSync(lengthOf(data), length);
+  return deserialize(rr.broadcastSync(data ?? new Uint8Array(readLength(frame)), bytes));
 }
 
 function serialized(value: unknown): Uint8Array {
@@ -59,15 +65,29 @@ function serialized(value: unknown): Uint8Array {
   }
 }
 
+/** The rank and size the collectives see: inside the process set when there is one. */
+function where(rr: ByteCollectives, o: Record<string, unknown>): { scope: Scope; rank: number; size: number } {
+  const set = o.processSet as ProcessSet | undefined;
+  const scope: Scope = set === undefined ? {} : { processSet: set };
+  // A set this rank is not in: the collective refuses it with the usual message.
+  if (set instanceof ProcessSet && set.includes(rr.rank())) return { scope, rank: set.rank(), size: set.size() };
+  return { scope, rank: rr.rank(), size: rr.size() };
+}
+
 /** This rank's bytes behind their length (8 bytes, little-endian), as one row per byte. */
-function prepareGather(value: unknown, options: unknown): { name: string | undefined; framed: ShapedTensor<Uint8Array> } {
-  const o = checkOptions(options, ['name']);
+function prepareGather(rr: ByteCollectives, value: unknown, options: unknown) {
+  const o = checkOptions(options, ['name', 'processSet']);
   const name = parseName(o.name);
+  const { scope, size } = where(rr, o);
   const bytes = serialized(value);
   const framed = new Uint8Array(8 + bytes.length);
   framed.set(lengthOf(bytes));
   framed.set(bytes, 8);
-  return { name, framed: { data: framed, shape: [framed.length] } };
+  return {
+    scope: name === undefined ? scope : { ...scope, name },
+    size,
+    framed: { data: framed, shape: [framed.length] } as ShapedTensor<Uint8Array>,
+  };
 }
 
 /** A byte length as 8 bytes (f64, little-endian); 0 on the ranks that only receive. */
@@ -93,13 +113,14 @@ function unframe(all: Uint8Array, size: number): unknown[] {
 }
 
 function prepareBroadcast(rr: ByteCollectives, value: unknown, options: unknown) {
-  const o = checkOptions(options, ['name', 'root']);
+  const o = checkOptions(options, ['name', 'root', 'processSet']);
   const name = parseName(o.name);
-  const root = parseRoot(o.root, rr.size());
+  const { scope, rank, size } = where(rr, o);
+  const root = parseRoot(o.root, size);
   // Named calls become two named collectives; unnamed ones two unnamed ones, in the same order on every rank.
-  const names = {
-    length: name === undefined ? {} : { name: `${name}/length` },
-    bytes: name === undefined ? {} : { name: `${name}/bytes` },
+  return {
+    length: { ...scope, root, ...(name === undefined ? {} : { name: `${name}/length` }) },
+    bytes: { ...scope, root, ...(name === undefined ? {} : { name: `${name}/bytes` }) },
+    data: rank === root ? serialized(value) : undefined,
   };
-  return { root, names, bytes: rr.rank() === root ? serialized(value) : undefined };
 }

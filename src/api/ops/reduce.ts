@@ -2,10 +2,13 @@
 import type { ReduceOp, TypedArray } from '../../core/types.js';
 import type { ReduceRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
+import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
 import { checkOptions, parseName, parseOut, parseReduceOp, parseRoot, parseTensor } from '../tensor_args.js';
 
 export interface ReduceOptions {
+  /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
+  processSet?: ProcessSet;
   name?: string;
   /** The rank that gets the result. Default 0. */
   root?: number;
@@ -16,7 +19,7 @@ export interface ReduceOptions {
 }
 
 export function prepareReduce(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'root', 'op', 'out']);
+  const o = checkOptions(options, ['name', 'root', 'op', 'out', 'processSet']);
   const t = parseTensor(tensor);
   const root = parseRoot(o.root, ctx.size);
   const reduceOp = parseReduceOp(o.op, t.dtype);

@@ -4,6 +4,7 @@ import { elementCount } from '../../engine/ops/agreement.js';
 import { splitRows } from '../../engine/ops/reducescatter.js';
 import type { ReducescatterRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
+import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
 import {
   checkOptions,
@@ -16,6 +17,8 @@ import {
 } from '../tensor_args.js';
 
 export interface ReducescatterOptions {
+  /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
+  processSet?: ProcessSet;
   name?: string;
   /** As for allreduce. Default 'sum'. */
   op?: ReduceOp;
@@ -28,7 +31,7 @@ export interface ReducescatterOptions {
 }
 
 export function prepareReducescatter(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'op', 'prescale', 'postscale', 'out']);
+  const o = checkOptions(options, ['name', 'op', 'prescale', 'postscale', 'out', 'processSet']);
   const t = parseTensor(tensor);
   const rows = firstDimension(t, 'reducescatter');
   const reduceOp = parseReduceOp(o.op, t.dtype);

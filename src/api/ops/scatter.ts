@@ -4,10 +4,13 @@ import type { ShapedTensor, TypedArray } from '../../core/types.js';
 import { splitRows } from '../../engine/ops/reducescatter.js';
 import type { ScatterRequest } from '../../engine/ops/registry.js';
 import type { CallContext, Prepared } from '../call.js';
+import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
 import { checkOptions, firstDimension, parseName, parseRoot, parseSplits, parseTensor } from '../tensor_args.js';
 
 export interface ScatterOptions {
+  /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
+  processSet?: ProcessSet;
   name?: string;
   /** The rank whose tensor is split. Default 0. */
   root?: number;
@@ -16,7 +19,7 @@ export interface ScatterOptions {
 }
 
 export function prepareScatter(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'root', 'splits']);
+  const o = checkOptions(options, ['name', 'root', 'splits', 'processSet']);
   const root = parseRoot(o.root, ctx.size);
   const name = ctx.nameFor('scatter', parseName(o.name));
   const finish = (completion: { output?: TypedArray; shape?: number[] }): ShapedTensor => ({

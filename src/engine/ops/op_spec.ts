@@ -55,6 +55,14 @@ export interface ExecutionResult {
   counts?: number[];
 }
 
+/** The world's collectives that change the process sets act through this, at their agreed place. */
+export interface Membership {
+  /** Defines set `id` with these members (job ranks, in set order). */
+  define(id: number, ranks: readonly number[]): void;
+  /** Removes set `id`: collectives queued in it fail; resolves once those running have finished. */
+  remove(id: number): Promise<void>;
+}
+
 /** What an execution may use: one collective's tag, the transport, the algorithms' settings. */
 export interface ExecutionContext {
   readonly transport: Transport;
@@ -68,6 +76,8 @@ export interface ExecutionContext {
   readonly native: NativeCollectives | undefined;
   /** Runs the communication part, timed on the timeline when there is one. */
   communicate(bytes: number, run: () => Promise<void>): Promise<void>;
+  /** The world's executions only: where the collectives that change the sets act. */
+  readonly membership: Membership | undefined;
   /** Times a local step (a fusion copy) on the timeline when there is one. */
   local<T>(phase: 'FUSION_COPY', detail: Record<string, number>, run: () => T): T;
 }

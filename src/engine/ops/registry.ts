@@ -10,6 +10,7 @@ import { type BarrierRequest, barrierOp } from './barrier.js';
 import { type BroadcastRequest, broadcastOp } from './broadcast.js';
 import { type GatherRequest, gatherOp } from './gather.js';
 import type { OpSpec } from './op_spec.js';
+import { type AddProcessSetRequest, addProcessSetOp, type RemoveProcessSetRequest, removeProcessSetOp } from './process_set.js';
 import { type ReduceRequest, reduceOp } from './reduce.js';
 import { type ReducescatterRequest, reducescatterOp } from './reducescatter.js';
 import { type ScatterRequest, scatterOp } from './scatter.js';
@@ -25,6 +26,8 @@ const kSpecs = [
   reduceOp,
   gatherOp,
   scatterOp,
+  addProcessSetOp,
+  removeProcessSetOp,
 ] as const;
 
 type RequestOf<S> = S extends OpSpec<infer R> ? R : never;
@@ -34,6 +37,7 @@ export type Request = RequestOf<(typeof kSpecs)[number]>;
 export type CollectiveOp = Request['op'];
 
 export type {
+  AddProcessSetRequest,
   AllgatherRequest,
   AllreduceRequest,
   AlltoallRequest,
@@ -42,6 +46,7 @@ export type {
   GatherRequest,
   ReduceRequest,
   ReducescatterRequest,
+  RemoveProcessSetRequest,
   ScatterRequest,
 };
 

@@ -1,0 +1,83 @@
+/**
+ * A process set: a subset of the job's ranks that runs collectives of its own (Horovod's process
+ * sets, torch.distributed's groups). Every rank holds the same sets, members or not; a collective
+ * with `{ processSet }` involves its members only, ranks numbered inside the set (a root is a
+ * rank of the set), and its names are its own: the same name in two sets is two collectives.
+ */
+import { InvalidArgumentError } from '../core/errors.js';
+
+export class ProcessSet {
+  /** Set by the runtime when the set is removed; collectives with it are refused from then on. */
+  #removed = false;
+
+  /** @internal Made by RingReduce.addProcessSet and init({ processSets }). */
+  constructor(
+    /** The set's id, the same on every rank: 1, 2, ... in the order sets were added (0 is the world). */
+    readonly id: number,
+    /** The members, job ranks in set order. */
+    readonly ranks: readonly number[],
+    /** This process's rank in the job. */
+    private readonly jobRank: number,
+    /** The runtime the set belongs to. */
+    readonly owner: object,
+  ) {}
+
+  /** Whether job rank `rank` is a member. */
+  includes(rank: number): boolean {
+    return this.ranks.includes(rank);
+  }
+
+  /** This rank's rank inside the set, or -1 if it is not a member. */
+  rank(): number {
+    return this.ranks.indexOf(this.jobRank);
+  }
+
+  size(): number {
+    return this.ranks.length;
+  }
+
+  get removed(): boolean {
+    return this.#removed;
+  }
+
+  /** @internal */
+  markRemoved(): void {
+    this.#removed = true;
+  }
+}
+
+/** The members of a new set, checked: integers in [0, size), none twice, at least one. */
+export function parseSetRanks(ranks: unknown, size: number): number[] {
+  if (!Array.isArray(ranks) || ranks.length === 0) {
+    throw new InvalidArgumentError(`process set ranks must be a non-empty array of ranks, got ${JSON.stringify(ranks)}`);
+  }
+  for (const rank of ranks) {
+    if (!Number.isInteger(rank) || rank < 0 || rank >= size) {
+      throw new InvalidArgumentError(`process set rank ${JSON.stringify(rank)} is not a rank of this job of ${size}`);
+    }
+  }
+  if (new Set(ranks).size !== ranks.length) {
+    throw new InvalidArgumentError(`process set ranks [${ranks.join(', ')}] name a rank twice`);
+  }
+  return [...ranks];
+}
+
+/**
+ * Option 'processSet' of a collective: undefined for the world, or a set of this runtime that
+ * this rank is a member of and that has not been removed.
+ */
+export function parseProcessSet(value: unknown, owner: object, jobRank: number): ProcessSet | undefined {
+  if (value === undefined) return undefined;
+  if (!(value instanceof ProcessSet) || value.owner !== owner) {
+    throw new InvalidArgumentError(
+      `option 'processSet' must be a ProcessSet of this runtime (from addProcessSet), got ${String(value)}`,
+    );
+  }
+  if (value.removed) throw new InvalidArgumentError(`process set ${value.id} was removed`);
+  if (!value.includes(jobRank)) {
+    throw new InvalidArgumentError(
+      `rank ${jobRank} is not in process set ${value.id} (ranks [${value.ranks.join(', ')}]): only its members call its collectives`,
+    );
+  }
+  return value;
+}

@@ -1,0 +1,392 @@
+/**
+ * The negotiation and execution of one process set (the world is set 0): the pipeline
+ *
+ *   enqueue → report to the set's rank 0 → agreed response → execute → settle
+ *
+ * where a request the response cache knows skips rank 0: it joins this rank's ready set and is
+ * agreed in a ready round among the set's members (ready_path.ts). Rank 0's decisions carry the
+ * number of rounds after which they run (rank0_decisions.ts), so the two streams interleave
+ * identically on every member and every member executes one agreed sequence.
+ *
+ * Every set has its own queue, response cache, ready rounds, coordinator (on its rank 0) and
+ * executor, so a set whose members are busy or stalled never holds up another, and collectives
+ * of different sets run at the same time (their tags differ, tags.ts). Ranks here are numbered
+ * inside the set; the engine (engine.ts) maps them to the job's ranks on the wire.
+ */
+import type { Config } from '../core/config.js';
+import { fromErrorRecord, PeerFailureError, ShutdownError, toErrorRecord } from '../core/errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { Timeline } from '../observability/timeline.js';
+import type { Transport } from '../transport/transport.js';
+import type { BurstGate } from './burst_gate.js';
+import { Executor, type ExecutorSettings } from './executor.js';
+import type { ControlMessage, ExecuteResponse, Request, Response } from './messages.js';
+import type { Membership } from './ops/op_spec.js';
+import { type Decision, Rank0Decisions } from './rank0_decisions.js';
+import { ReadyPath } from './ready_path.js';
+import { ResponseCache } from './response_cache.js';
+import { type Entry, TensorQueue } from './tensor_queue.js';
+import type { FromEngine } from './worker_protocol.js';
+
+/** Messages of one set on the wire: each carries the set's id. */
+export type SetMessage = ControlMessage & { type: 'requests' | 'responses' | 'ready' };
+
+export interface SetEngineSettings {
+  /** The set's id (0: the world). */
+  id: number;
+  /** This rank's rank in the set, and the set's size. */
+  rank: number;
+  size: number;
+  /** The set's members: the job's ranks, in set order. */
+  members: readonly number[];
+  config: Config;
+  kernels: ExecutorSettings['kernels'];
+  timeline: Timeline | undefined;
+}
+
+export interface SetEngineHooks {
+  /** Sends a message of this set to a member (set rank). */
+  send(member: number, message: SetMessage): Promise<unknown>;
+  /** Settles a call on the caller's side. */
+  post(message: FromEngine): void;
+  /** Breaks the job. */
+  fail(error: unknown): void;
+  /** The job's failure, if it broke. */
+  failure(): Error | undefined;
+  closing(): boolean;
+  /** Fresh memory a finished call leaves for collection. */
+  releasedFresh(bytes: number): void;
+  /** World only: every rank asked to shut down. */
+  allShutDown?(): void;
+  /** World only: where the collectives that change the sets act. */
+  membership?: Membership;
+}
+
+const kCoordinator = 0;
+
+export class SetEngine {
+  private readonly queue = new TensorQueue();
+  private readonly executor: Executor;
+  private readonly cache: ResponseCache;
+  private readonly ready: ReadyPath;
+  /** This set's rank 0 only. */
+  private readonly rank0: Rank0Decisions | undefined;
+  private outbox: Request[] = [];
+  private flushScheduled = false;
+  /** Runs executions one after another, in the agreed order. */
+  private chain: Promise<void> = Promise.resolve();
+  /** Rank 0's decisions received and not yet run: each waits until its round count is reached. */
+  private readonly decisions: Decision[] = [];
+  private advancing = false;
+  private advanceAgain = false;
+  private decisionsRun = 0;
+  private readonly timeline: Timeline | undefined;
+
+  constructor(
+    private readonly settings: SetEngineSettings,
+    view: Transport,
+    private readonly hooks: SetEngineHooks,
+    logger: Logger,
+    /** Holds the report while the caller is still submitting (worker only; see burst_gate.ts). */
+    private readonly burstGate?: BurstGate,
+  ) {
+    const { config, rank, size } = settings;
+    this.timeline = settings.timeline;
+    this.cache = new ResponseCache(config.cacheCapacity);
+    this.executor = new Executor(view, {
+      kernels: settings.kernels,
+      fusionThresholdBytes: config.fusionThresholdBytes,
+      segmentBytes: config.segmentBytes,
+      timeline: settings.timeline,
+      processSet: settings.id,
+      ...(hooks.membership ? { membership: hooks.membership } : {}),
+    });
+    if (rank === kCoordinator) {
+      this.rank0 = new Rank0Decisions(
+        { ...config, size },
+        this.cache,
+        this.queue,
+        {
+          rounds: () => this.ready,
+          broadcast: (message) => this.broadcast(message),
+          decided: (decision) => {
+            this.decisions.push(decision);
+            this.advance();
+          },
+          allShutDown: () => hooks.allShutDown?.(),
+        },
+        logger,
+      );
+    }
+    this.ready = new ReadyPath(
+      { rank, size, fusionThresholdBytes: config.fusionThresholdBytes },
+      this.cache,
+      this.queue,
+      this.executor,
+      this.rank0?.stalls,
+      {
+        broadcast: (message) => void this.broadcast(message),
+        // Pending means reported: requests not flushed yet (the burst gate may be holding them)
+        // cannot be in an answer, so a rank with only those holds its answer until the flush.
+        busy: () => this.queue.size > this.outbox.length || hooks.closing() || hooks.failure() !== undefined,
+        schedule: (response) => this.schedule(response),
+        post: (message) => hooks.post(message),
+        releasedFresh: (bytes) => hooks.releasedFresh(bytes),
+        agreed: (requests) => this.timeline && this.markPhase(requests, 'NEGOTIATE', 'reportedUs', 'agreedUs'),
+        fail: (error) => hooks.fail(error),
+        advance: () => this.advance(),
+      },
+    );
+  }
+
+  get id(): number {
+    return this.settings.id;
+  }
+
+  /** Collectives submitted here and not yet settled. */
+  get pending(): number {
+    return this.queue.size;
+  }
+
+  /** Executions run so far, and how many were fused (for tests and diagnostics). */
+  get executionCounts(): Readonly<{ executions: number; fused: number }> {
+    return this.executor.counts;
+  }
+
+  /** Ready rounds closed, collectives agreed in them, and rank 0 decisions run (for tests and diagnostics). */
+  get negotiation(): Readonly<{ rounds: number; agreedInRounds: number; decisions: number }> {
+    return { rounds: this.ready.counts.rounds, agreedInRounds: this.ready.counts.agreed, decisions: this.decisionsRun };
+  }
+
+  /** Requests and responses that travelled as cache ids (for tests and diagnostics). */
+  get cacheHits(): Readonly<{ requests: number; responses: number }> {
+    return this.cache.hits;
+  }
+
+  /** Settles when rank 0's last published message is with the OS (shutdown waits for it). */
+  get lastPublish(): Promise<unknown> {
+    return this.rank0?.lastPublish ?? Promise.resolve();
+  }
+
+  enqueue(entry: Entry): void {
+    if (this.timeline) entry.queuedUs = this.timeline.now();
+    this.queue.add(entry);
+    this.outbox.push(entry.request);
+    // Requests the caller made in one burst reach the coordinator as one report.
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      const gate = this.burstGate;
+      setImmediate(() => (gate ? gate.whenIdle(() => this.flush()) : this.flush()));
+    }
+  }
+
+  /** A message of this set from member `from` (set rank). */
+  onMessage(from: number, message: SetMessage): void {
+    if (message.type === 'requests') this.rank0?.onRequests(from, message.requests);
+    else if (message.type === 'ready') {
+      this.ready.onReport(from, message);
+      this.advance();
+    } else if (from === kCoordinator) this.onDecision(message);
+  }
+
+  /** World only: member `rank` has asked to shut down (or left while this rank shuts down). */
+  onShutdownReport(rank: number): void {
+    this.rank0?.onShutdown(rank);
+  }
+
+  /** Rejects every queued collective with `error`; running ones finish (or fail with the job). */
+  failAll(error: Error): void {
+    this.outbox = [];
+    this.ready.clear();
+    for (const entry of this.queue.drain()) this.hooks.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
+  }
+
+  /** Settles once the collectives already running have finished. */
+  settled(): Promise<void> {
+    return this.chain;
+  }
+
+  close(): void {
+    this.ready.close();
+    this.rank0?.close();
+    this.executor.close();
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.outbox.length === 0 || this.hooks.failure()) return;
+    const requests = this.outbox;
+    this.outbox = [];
+    if (this.timeline) this.markPhase(requests, 'QUEUE', 'queuedUs', 'reportedUs');
+    const uncached: Request[] = [];
+    for (const request of requests) {
+      const id = this.cache.idOf(request);
+      if (id === undefined) uncached.push(request);
+      else this.ready.add(id);
+    }
+    if (uncached.length > 0) this.sendToCoordinator(uncached);
+    this.advance();
+  }
+
+  /**
+   * Runs what can run: rank 0's decisions whose round has come, and ready rounds as they close,
+   * in that interleaving (rank0_decisions.ts says why it is the same on every member). Called
+   * after anything that may let a round open or close.
+   */
+  private advance(): void {
+    // Re-entered from within (rank 0 deciding while it runs a decision): let the outer loop go on.
+    if (this.advancing) {
+      this.advanceAgain = true;
+      return;
+    }
+    this.advancing = true;
+    try {
+      do {
+        this.advanceAgain = false;
+        for (;;) {
+          const next = this.decisions[0];
+          if (next !== undefined && next.afterRounds <= this.ready.closed) {
+            this.decisions.shift();
+            this.runDecision(next);
+            continue;
+          }
+          if (this.hooks.failure() || !this.ready.closeNext()) break;
+        }
+      } while (this.advanceAgain);
+    } finally {
+      this.advancing = false;
+    }
+    this.ready.armAnswerTimer();
+  }
+
+  /** Timeline: ends phase `phase` (begun at `from`) of the named entries and starts the next at `to`. */
+  private markPhase(
+    named: readonly { name: string }[],
+    phase: 'QUEUE' | 'NEGOTIATE',
+    from: 'queuedUs' | 'reportedUs',
+    to: 'reportedUs' | 'agreedUs',
+  ) {
+    const timeline = this.timeline as Timeline;
+    const now = timeline.now();
+    for (const { name } of named) {
+      const entry = this.queue.get(name);
+      if (!entry || entry[from] === undefined) continue;
+      timeline.span(name, phase, entry[from], now - entry[from]);
+      entry[to] = now;
+    }
+  }
+
+  private sendToCoordinator(requests: Request[]): void {
+    if (this.rank0) {
+      this.rank0.onRequests(this.settings.rank, requests);
+      return;
+    }
+    this.hooks.send(kCoordinator, { type: 'requests', set: this.settings.id, requests }).catch((error) => this.hooks.fail(error));
+  }
+
+  /** Sends `message` to every other member; settles once the OS has them all. */
+  private broadcast(message: ControlMessage): Promise<unknown> {
+    const sends: Promise<unknown>[] = [];
+    for (let member = 0; member < this.settings.size; member++) {
+      if (member === this.settings.rank) continue;
+      sends.push(this.hooks.send(member, { ...message, set: this.settings.id } as SetMessage));
+    }
+    return Promise.all(sends);
+  }
+
+  private onDecision(message: SetMessage): void {
+    if (message.type !== 'responses') return;
+    const responses: Response[] = [];
+    for (const r of message.responses) {
+      const response = r.kind === 'cached' ? this.cache.expand(r.ids) : r;
+      if (!response) {
+        const rank0 = this.settings.members[kCoordinator] as number;
+        this.hooks.fail(new PeerFailureError(`rank ${rank0} sent a response cache id this rank does not hold`, rank0));
+        return;
+      }
+      responses.push(response);
+    }
+    this.decisions.push({ afterRounds: message.afterRounds, evict: message.evict, responses });
+    this.advance();
+  }
+
+  /** Runs one batch of rank 0's decisions, at its agreed place (see rank0_decisions.ts). */
+  private runDecision(decision: Decision): void {
+    this.decisionsRun++;
+    const resend: Request[] = [];
+    for (const id of decision.evict) {
+      const request = this.cache.request(id);
+      this.cache.evict(id);
+      if (this.ready.evict(id) && request) {
+        const entry = this.queue.get(request.name);
+        if (entry) resend.push(entry.request);
+      }
+    }
+    for (const r of decision.responses) {
+      // Learned in decision order on every member, so every member assigns the same ids.
+      if (r.kind === 'execute') this.cache.learn(r.names.map((name) => this.queue.get(name)?.request));
+      this.schedule(r);
+    }
+    if (resend.length > 0) this.sendToCoordinator(resend);
+  }
+
+  private schedule(response: Response): void {
+    if (response.kind === 'error') {
+      const error = fromErrorRecord({ kind: response.errorKind, message: response.message });
+      // A stall fails the submissions that waited; this rank's entry, if it was not one of them,
+      // is a newer submission that reached this rank before the error did, and it stays.
+      const ours = response.ranks === undefined || response.ranks.includes(this.settings.rank);
+      for (const name of response.names) {
+        const entry = ours ? this.queue.take(name) : undefined;
+        if (entry) this.hooks.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
+        // A cached tensor that stalled: every member drops it from the open round at this same
+        // place, and a newer submission is reported again, with its data.
+        const id = this.cache.idOfName(name);
+        if (id !== undefined) this.ready.failed(id, ours);
+      }
+      return;
+    }
+    if (this.timeline)
+      this.markPhase(
+        response.names.map((name) => ({ name })),
+        'NEGOTIATE',
+        'reportedUs',
+        'agreedUs',
+      );
+    this.chain = this.chain.then(() => this.run(response));
+  }
+
+  private async run(response: ExecuteResponse): Promise<void> {
+    const entries: Entry[] = [];
+    for (const name of response.names) {
+      const entry = this.queue.take(name);
+      // Missing only once this rank has failed or begun shutting down; the peers will see it.
+      if (entry) entries.push(entry);
+    }
+    if (entries.length === 0) return;
+    const failure = this.hooks.failure();
+    if (failure || entries.length !== response.names.length) {
+      const error = toErrorRecord(failure ?? new ShutdownError('ringreduce was shut down while this collective was pending'));
+      for (const entry of entries) this.hooks.post({ type: 'failed', id: entry.id, error });
+      return;
+    }
+    if (this.timeline) {
+      const now = this.timeline.now();
+      for (const e of entries)
+        if (e.agreedUs !== undefined) this.timeline.span(e.request.name, 'WAIT', e.agreedUs, now - e.agreedUs);
+    }
+    try {
+      const results = await this.executor.execute(response, entries);
+      for (const [i, entry] of entries.entries()) {
+        this.hooks.post({ type: 'done', id: entry.id, ...results[i] });
+        // Only fresh memory: reused buffers (`out`, pools) need no collection to come back.
+        const fresh = (entry.fresh ? (entry.buffer?.byteLength ?? 0) : 0) + (results[i]?.output?.byteLength ?? 0);
+        if (fresh > 0) this.hooks.releasedFresh(fresh);
+      }
+    } catch (error) {
+      const failed = toErrorRecord(this.hooks.failure() ?? error);
+      for (const entry of entries) this.hooks.post({ type: 'failed', id: entry.id, error: failed });
+      if (!this.hooks.failure()) this.hooks.fail(error);
+    }
+  }
+}
