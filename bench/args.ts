@@ -5,7 +5,7 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { kDTypes } from '../src/core/dtypes.js';
 import type { DType } from '../src/core/types.js';
-import { type BenchOp, kBenchOps } from './spec.js';
+import { type BenchOp, kBenchOps, kDefaultBenchOps } from './spec.js';
 
 export interface BenchArgs {
   ops: BenchOp[];
@@ -65,8 +65,9 @@ function positiveInt(name: string, min: number) {
   };
 }
 
-function parseOps(text: string): BenchOp[] {
-  const ops = text === 'all' ? [...kBenchOps] : text.split(',');
+/** "allreduce", "allreduce,reducescatter" (run in that order) or "all" (every op). */
+export function parseOps(text: string): BenchOp[] {
+  const ops = text === 'all' ? [...kBenchOps] : text.split(',').map((op) => op.trim());
   for (const op of ops) {
     if (!kBenchOps.includes(op as BenchOp)) throw new InvalidArgumentError(`unknown op ${op} (${kBenchOps.join(', ')} or all)`);
   }
@@ -78,7 +79,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     .description(
       'Times ringreduce collectives between real processes (started with ringrun) and prints an nccl-tests style table.',
     )
-    .option('-o, --op <ops>', 'allreduce, allgather, broadcast, a comma list, or all', parseOps, [...kBenchOps])
+    .option('-o, --op <ops>', `${kBenchOps.join(', ')}, a comma list (run in its order), or all`, parseOps, [...kDefaultBenchOps])
     .option('-s, --sizes <sizes>', 'min:max (powers of --factor) or a list, e.g. 4:256M or 4,1K,1M', '4:256M')
     .option('-f, --factor <n>', 'step between sizes of a min:max range', positiveInt('factor', 2), 4)
     .option('-n, --ranks <n>', 'number of processes', positiveInt('ranks', 1), 2)
@@ -86,8 +87,14 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     .option('-i, --iters <n>', 'timed iterations per size (default: from the size, 3..200)', positiveInt('iters', 1), 0)
     .option('-w, --warmup <n>', 'untimed iterations per size', positiveInt('warmup', 0), 2)
     .option('--no-check', 'skip checking the results')
-    .option('--fresh', 'let every call allocate its output (the default API) instead of reusing one via the out option')
-    .option('--in-place', 'allreduce and broadcast in place: the tensor is its own out (no input copy, as in torch.distributed)')
+    .option(
+      '--fresh',
+      'let every call allocate its output (the default API) instead of reusing one via the out option (alltoall and scatter have none: always fresh)',
+    )
+    .option(
+      '--in-place',
+      'allreduce, broadcast and reduce (root) in place: the tensor is its own out (no input copy, as in torch.distributed); other ops as without',
+    )
     .option('--sync', 'call allreduceSync & co. (blocking) instead of the promise API')
     .option(
       '-t, --tensors <n>',

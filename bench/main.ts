@@ -1,10 +1,16 @@
 /**
- * `npm run bench`: times allreduce, allgather and broadcast between real processes, started by
- * the ringrun launcher exactly as a job would be, and prints an nccl-tests style table (see
- * table.ts for algbw and busbw). Each rank runs bench/rank.ts and reports through a JSON file;
- * this driver merges them, so the time of a row is the slowest rank's mean per call.
+ * `npm run bench`: times ringreduce's collectives (allreduce, allgather, broadcast by default;
+ * reducescatter, alltoall, reduce, gather and scatter with --op) between real processes, started
+ * by the ringrun launcher exactly as a job would be, and prints an nccl-tests style table (see
+ * table.ts for algbw, busbw and the CPU per call; spec.ts for what a row's size means for each
+ * op). Each rank runs bench/rank.ts, checks its result against one computed on the rank, and
+ * reports through a JSON file; this driver merges them, so the time of a row is the slowest
+ * rank's mean per call.
+ * The rooted ops (broadcast, reduce, gather, scatter) use root 0.
  *
  *   npm run bench -- --op allreduce --sizes 4:256M --ranks 2 --dtype float32 --json out.json
+ *   npm run bench -- --op allreduce,reducescatter --sizes 16M --ranks 2
+ *   npm run bench -- --op reducescatter,alltoall,reduce,gather,scatter --sizes 4:64M
  *   npm run bench -- --op allreduce --sizes 1M --iters 20 --timeline trace.json
  *
  * Processes, not threads: they compare honestly with OpenMPI and Gloo, whose ranks are
@@ -87,7 +93,7 @@ async function main(): Promise<number> {
     const rows = mergeReports(reports);
     const machine = { before: machineBefore, after: machineLine(null) };
     console.log(
-      `# ringreduce bench: ${args.ranks} processes, backend ${args.backend}, ${args.fresh ? 'fresh output per call' : args.inPlace ? 'in place (out = the tensor)' : 'output reused (out option)'}${args.sync ? ', sync calls' : ''}${args.tensors > 1 ? `, ${args.tensors} tensors per step` : ''}\n# before: ${machine.before}`,
+      `# ringreduce bench: ${args.ranks} processes, backend ${args.backend}, ${args.fresh ? 'fresh output per call' : args.inPlace ? 'in place (out = the tensor) where the op allows' : 'output reused (out option) where the op has one'}${args.sync ? ', sync calls' : ''}${args.tensors > 1 ? `, ${args.tensors} tensors per step` : ''}\n# before: ${machine.before}`,
     );
     console.log(formatTable(rows, args.dtype));
     const idleCpu = reports.map((r) => `${r.idleCpuMs.toFixed(1)} ms`).join(', ');

@@ -1,7 +1,7 @@
 /**
  * One rank of `npm run bench`, started by ringrun: joins the job, runs every (op, size) of the
- * spec with warm-up, times the iterations between two barriers, checks the last result and
- * writes its report as JSON for the driver.
+ * spec with warm-up, times the iterations between two barriers, checks the last result against
+ * the one computed here (patterns.ts) and writes its report as JSON for the driver.
  *
  *   node dist/bench/rank.js <spec.json>
  */
@@ -11,28 +11,65 @@ import { performance } from 'node:perf_hooks';
 import { RingReduce } from '../src/api/runtime.js';
 import { allocShared, bytesPerElement } from '../src/core/dtypes.js';
 import type { TypedArray } from '../src/core/types.js';
-import { checkOutput, makeInput } from './patterns.js';
-import { autoIterations, type BenchOp, type BenchReport, type BenchRow, type BenchSpec } from './spec.js';
+import { checkOutput, expectedResult, makeInput, type RowLayout } from './patterns.js';
+import { autoIterations, type BenchOp, type BenchReport, type BenchRow, type BenchSpec, kSplitOps } from './spec.js';
 
 const kRoot = 0;
 /** The idle probe waits this long first (the collector's after-work), then measures one second. */
 const kIdleSettleMs = 2000;
 const kIdleProbeMs = 1000;
+/** Ops with an `out` option (reduce and gather: the root's); alltoall and scatter always allocate. */
+const kOutOps: readonly BenchOp[] = ['allreduce', 'allgather', 'broadcast', 'reducescatter', 'reduce', 'gather'];
+/** Ops that --in-place runs with the tensor as its own `out` (reduce: on the root). */
+const kInPlaceOps: readonly BenchOp[] = ['allreduce', 'broadcast', 'reduce'];
 
 /**
- * `out` (a reused output) or undefined for fresh memory per call, the API's default. Each call
- * is named, as a training loop names its gradients, so repeated calls hit the response cache.
+ * One call of `op` on `tensor` (null: a scatter off the root), with `out` (a reused output) or
+ * undefined for fresh memory per call, the API's default. Each call is named, as a training loop
+ * names its gradients, so repeated calls of the cached ops hit the response cache. Resolves to
+ * the rank's result data, null where the op gives this rank nothing.
  */
-async function runOne(rr: RingReduce, spec: BenchSpec, op: BenchOp, input: TypedArray, out: TypedArray | undefined) {
-  const name = `bench/${op}/${input.byteLength}`;
-  if (spec.sync) {
-    if (op === 'allreduce') return rr.allreduceSync(input, out ? { name, out } : { name });
-    if (op === 'allgather') return rr.allgatherSync(input, out ? { name, out } : { name });
-    return rr.broadcastSync(input, out ? { name, root: kRoot, out } : { name, root: kRoot });
+async function runOne(
+  rr: RingReduce,
+  spec: BenchSpec,
+  op: BenchOp,
+  name: string,
+  tensor: TypedArray | null,
+  out: TypedArray | undefined,
+): Promise<TypedArray | null> {
+  const sync = spec.sync;
+  const root = kRoot;
+  const t = tensor as TypedArray;
+  switch (op) {
+    case 'allreduce': {
+      const o = out ? { name, out } : { name };
+      return sync ? rr.allreduceSync(t, o) : rr.allreduce(t, o);
+    }
+    case 'allgather': {
+      const o = out ? { name, out } : { name };
+      return sync ? rr.allgatherSync(t, o) : rr.allgather(t, o);
+    }
+    case 'broadcast': {
+      const o = out ? { name, root, out } : { name, root };
+      return sync ? rr.broadcastSync(t, o) : rr.broadcast(t, o);
+    }
+    case 'reducescatter': {
+      const o = out ? { name, out } : { name };
+      return sync ? rr.reducescatterSync(t, o) : rr.reducescatter(t, o);
+    }
+    case 'alltoall':
+      return (sync ? rr.alltoallSync(t, { name }) : await rr.alltoall(t, { name })).output;
+    case 'reduce': {
+      const o = out ? { name, root, out } : { name, root };
+      return sync ? rr.reduceSync(t, o) : rr.reduce(t, o);
+    }
+    case 'gather': {
+      const o = out ? { name, root, out } : { name, root };
+      return sync ? rr.gatherSync(t, o) : rr.gather(t, o);
+    }
+    case 'scatter':
+      return (sync ? rr.scatterSync(tensor, { name, root }) : await rr.scatter(tensor, { name, root })).data as TypedArray;
   }
-  if (op === 'allreduce') return rr.allreduce(input, out ? { name, out } : { name });
-  if (op === 'allgather') return rr.allgather(input, out ? { name, out } : { name });
-  return rr.broadcast(input, out ? { name, root: kRoot, out } : { name, root: kRoot });
 }
 
 /** `tensors` allreduces submitted together, as a training step submits its gradients. */
@@ -45,25 +82,34 @@ async function runMany(rr: RingReduce, inputs: readonly TypedArray[], outs: read
 
 async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: number): Promise<BenchRow> {
   const size = rr.size();
+  const rank = rr.rank();
   const element = bytesPerElement(spec.dtype);
-  const count = Math.max(1, Math.floor(bytes / element));
-  // allgather's size is its output: each rank contributes 1/N of it (at least one element).
-  const perRank = op === 'allgather' ? Math.max(1, Math.floor(count / size)) : count;
-  const input = makeInput(spec.dtype, perRank, rr.rank());
+  const requested = Math.max(1, Math.floor(bytes / element));
+  // The split ops' size is N parts of perRank elements (spec.ts), at least one element each.
+  const perRank = kSplitOps.includes(op) ? Math.max(1, Math.floor(requested / size)) : requested;
+  const count = kSplitOps.includes(op) ? perRank * size : requested;
+  const layout: RowLayout = { size, rank, count, perRank, root: kRoot };
+  // allgather and gather contribute one part; scatter's input is the root's only.
+  const inputLength = op === 'allgather' || op === 'gather' ? perRank : count;
+  const input = op === 'scatter' && rank !== kRoot ? null : makeInput(spec.dtype, inputLength, rank);
   const iterations = spec.iterations > 0 ? spec.iterations : autoIterations(bytes);
-  // allgather's output holds every rank's part.
-  const reused = spec.fresh ? undefined : allocShared(spec.dtype, op === 'allgather' ? perRank * size : perRank);
+  // The reused output: as long as this rank's result, where the op takes one and the rank gets one.
+  const result = expectedResult(op, layout);
+  const reused = spec.fresh || !kOutOps.includes(op) || !result ? undefined : allocShared(spec.dtype, result.length);
   const many = op === 'allreduce' && spec.tensors > 1;
   const outs = Array.from({ length: many ? spec.tensors : 0 }, () => (spec.fresh ? undefined : allocShared(spec.dtype, perRank)));
-  // In place: each tensor is its own output, zeros while timed (see BenchSpec.inPlace).
-  const inPlace = spec.inPlace && op !== 'allgather';
-  const inputs = outs.map((o) => (inPlace ? (o as TypedArray) : input));
-  const tensor = inPlace ? (reused as TypedArray) : input;
-  const step = () => (many ? runMany(rr, inputs, outs) : runOne(rr, spec, op, tensor, reused));
-  let out = input;
+  // In place: each tensor is its own output, zeros while timed (see BenchSpec.inPlace); a reduce
+  // off the root has no output and reduces its own zeros.
+  const inPlace = spec.inPlace && kInPlaceOps.includes(op);
+  const inputs = outs.map((o) => (inPlace ? (o as TypedArray) : (input as TypedArray)));
+  const tensor = inPlace ? (reused ?? allocShared(spec.dtype, inputLength)) : input;
+  const name = `bench/${op}/${bytes}`;
+  const step = () => (many ? runMany(rr, inputs, outs) : runOne(rr, spec, op, name, tensor, reused));
+  let out: TypedArray | null = null;
   for (let i = 0; i < spec.warmup; i++) out = await step();
   await rr.barrier();
   const times = new Float64Array(iterations);
+  const cpuBefore = process.cpuUsage();
   const start = performance.now();
   let last = start;
   for (let i = 0; i < iterations; i++) {
@@ -73,14 +119,15 @@ async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: numb
     last = now;
   }
   const timeUs = ((last - start) * 1000) / iterations;
+  const cpu = process.cpuUsage(cpuBefore);
   times.sort();
   await rr.barrier();
   if (inPlace && spec.check) {
-    for (const buffer of many ? inputs : [tensor]) buffer.set(input as never);
+    for (const buffer of many ? inputs : [tensor as TypedArray]) buffer.set(input as never);
     out = await step();
   }
-  const ok = spec.check ? checkOutput(op, out, size, perRank, kRoot, spec.dtype) : null;
-  const total = (op === 'allgather' ? perRank * size : count) * (many ? spec.tensors : 1);
+  const ok = spec.check ? checkOutput(op, out, layout, spec.dtype) : null;
+  const total = count * (many ? spec.tensors : 1);
   return {
     op,
     bytes: total * element,
@@ -88,6 +135,7 @@ async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: numb
     iterations,
     timeUs,
     medianUs: times[Math.floor((iterations - 1) / 2)] ?? timeUs,
+    cpuUs: (cpu.user + cpu.system) / iterations,
     ok,
     maxRssBytes: process.resourceUsage().maxRSS * 1024,
   };

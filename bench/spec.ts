@@ -1,12 +1,32 @@
 /**
  * What the bench driver (main.ts) hands every rank (rank.ts), and what each rank reports back.
- * Sizes follow nccl-tests: the size of a row is the bytes of the collective's whole buffer
- * (allgather: the gathered output, each rank contributing size / N).
+ * Sizes follow nccl-tests: the size of a row is the bytes of the collective's whole buffer:
+ * - allreduce, broadcast, reduce: the tensor;
+ * - allgather, gather: the gathered output, each rank contributing size / N;
+ * - reducescatter: each rank's whole input, of which each rank gets size / N;
+ * - alltoall: each rank's whole send buffer (size / N to every rank, itself included), which is
+ *   also the size of what it receives;
+ * - scatter: the root's whole buffer, each rank getting size / N.
+ * Where size / N is meant, the row's size is rounded down to N × (size / N) elements, at least N.
  */
 import type { DType } from '../src/core/types.js';
 
-export type BenchOp = 'allreduce' | 'allgather' | 'broadcast';
-export const kBenchOps: readonly BenchOp[] = ['allreduce', 'allgather', 'broadcast'];
+export type BenchOp = 'allreduce' | 'allgather' | 'broadcast' | 'reducescatter' | 'alltoall' | 'reduce' | 'gather' | 'scatter';
+/** Every op, in the order `--op all` runs them. */
+export const kBenchOps: readonly BenchOp[] = [
+  'allreduce',
+  'allgather',
+  'broadcast',
+  'reducescatter',
+  'alltoall',
+  'reduce',
+  'gather',
+  'scatter',
+];
+/** What a bench runs without --op (the table of README.md). */
+export const kDefaultBenchOps: readonly BenchOp[] = ['allreduce', 'allgather', 'broadcast'];
+/** Ops whose row size is split into N equal parts, one per rank. */
+export const kSplitOps: readonly BenchOp[] = ['allgather', 'reducescatter', 'alltoall', 'gather', 'scatter'];
 
 export interface BenchSpec {
   ops: BenchOp[];
@@ -16,12 +36,15 @@ export interface BenchSpec {
   iterations: number;
   warmup: number;
   check: boolean;
-  /** Fresh output memory per call (the API default) instead of a reused `out` buffer. */
+  /**
+   * Fresh output memory per call (the API default) instead of a reused `out` buffer. Alltoall and
+   * scatter have no `out`: they always get fresh output.
+   */
   fresh: boolean;
   /**
-   * Allreduce and broadcast in place: the tensor is its own `out` (shared memory, no input copy,
-   * as torch.distributed and Gloo work). Timed over zeros, so that the values stay put; the
-   * check runs one more call on real values.
+   * Allreduce, broadcast and reduce in place: the tensor is its own `out` (shared memory, no input
+   * copy, as torch.distributed and Gloo work; reduce: on the root). Timed over zeros, so that the
+   * values stay put; the check runs one more call on real values. The other ops ignore it.
    */
   inPlace: boolean;
   /** Use the blocking ...Sync calls (shows the hand-off to the engine thread). */
@@ -41,6 +64,11 @@ export interface BenchRow {
   timeUs: number;
   /** The median of the iterations' times (µs): steadier than the mean on a shared machine. */
   medianUs: number;
+  /**
+   * CPU time this rank's process (all its threads: caller, engine, V8's) used per timed call, µs:
+   * what bounds the time once the ranks' threads outnumber the free cores.
+   */
+  cpuUs: number;
   /** Result check on the last iteration: true, false, or null when disabled. */
   ok: boolean | null;
   /** Peak resident set size of this rank's process so far, bytes. */

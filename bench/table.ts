@@ -1,8 +1,10 @@
 /**
  * Merges the ranks' reports into rows (the slowest rank's time, as nccl-tests does) and prints
- * them in the nccl-tests layout, with the median iteration next to the mean (time): algbw = bytes / time; busbw = algbw × the share of the buffer
- * each link must carry (allreduce 2(n-1)/n, allgather (n-1)/n, broadcast 1), comparable across
- * rank counts and with the peers' figures.
+ * them in the nccl-tests layout, with the median iteration next to the mean (time) and the CPU
+ * time a rank's process used per call (the largest of the ranks; near time, the job is CPU-bound).
+ * algbw = bytes / time, bytes being the row's size (spec.ts); busbw = algbw × busFactor, the
+ * share of the buffer that the busiest link must carry in an optimal algorithm, so that busbw is
+ * comparable across rank counts, across ops and with the peers' (and nccl-tests') figures.
  */
 import type { BenchOp, BenchReport } from './spec.js';
 
@@ -15,6 +17,8 @@ export interface ResultRow {
   timeUs: number;
   /** The slowest rank's median iteration time. */
   medianUs: number;
+  /** The largest CPU time per call of any rank's process (see BenchRow.cpuUs). */
+  cpuUs: number;
   algbwGBs: number;
   busbwGBs: number;
   ok: boolean | null;
@@ -22,11 +26,33 @@ export interface ResultRow {
   maxRssBytes: number;
 }
 
+/**
+ * nccl-tests' factors:
+ * - allreduce 2(n-1)/n: each rank sends and receives (n-1)/n of the buffer twice (ring);
+ * - allgather, reducescatter (n-1)/n: each rank receives (allgather) or sends (reducescatter)
+ *   every part but its own;
+ * - alltoall (n-1)/n: each rank sends all of its send buffer but the part it keeps;
+ * - broadcast, reduce 1: the buffer must cross some link once whole (pipelined);
+ * - gather, scatter (n-1)/n, as nccl-tests has them: the root must receive (gather) or send
+ *   (scatter) every part but its own through its one link, so (n-1)/n of the buffer crosses
+ *   the root's link whatever the algorithm (a tree or direct sends); busbw then reads as the
+ *   bandwidth the root's link reached, as it does for allgather, whose every link carries the same.
+ */
 export function busFactor(op: BenchOp, n: number): number {
   if (n <= 1) return 1;
-  if (op === 'allreduce') return (2 * (n - 1)) / n;
-  if (op === 'allgather') return (n - 1) / n;
-  return 1;
+  switch (op) {
+    case 'allreduce':
+      return (2 * (n - 1)) / n;
+    case 'allgather':
+    case 'reducescatter':
+    case 'alltoall':
+    case 'gather':
+    case 'scatter':
+      return (n - 1) / n;
+    case 'broadcast':
+    case 'reduce':
+      return 1;
+  }
 }
 
 export function mergeReports(reports: readonly BenchReport[]): ResultRow[] {
@@ -36,6 +62,7 @@ export function mergeReports(reports: readonly BenchReport[]): ResultRow[] {
   return first.rows.map((row, i) => {
     let timeUs = 0;
     let medianUs = 0;
+    let cpuUs = 0;
     let ok: boolean | null = row.ok;
     let maxRssBytes = 0;
     for (const report of reports) {
@@ -43,11 +70,12 @@ export function mergeReports(reports: readonly BenchReport[]): ResultRow[] {
       if (!r) throw new Error(`rank ${report.rank} has no row ${i}`);
       timeUs = Math.max(timeUs, r.timeUs);
       medianUs = Math.max(medianUs, r.medianUs);
+      cpuUs = Math.max(cpuUs, r.cpuUs);
       if (r.ok !== null) ok = (ok ?? true) && r.ok;
       maxRssBytes = Math.max(maxRssBytes, r.maxRssBytes);
     }
     const algbwGBs = row.bytes / (timeUs * 1e-6) / 1e9;
-    return { ...row, ranks: n, timeUs, medianUs, ok, maxRssBytes, algbwGBs, busbwGBs: algbwGBs * busFactor(row.op, n) };
+    return { ...row, ranks: n, timeUs, medianUs, cpuUs, ok, maxRssBytes, algbwGBs, busbwGBs: algbwGBs * busFactor(row.op, n) };
   });
 }
 
@@ -60,8 +88,20 @@ function formatBytes(bytes: number): string {
 
 export function formatTable(rows: readonly ResultRow[], dtype: string): string {
   const lines: string[] = [];
-  const header = ['size', 'count', 'type', 'iters', 'time(us)', 'p50(us)', 'algbw(GB/s)', 'busbw(GB/s)', 'check', 'peakRSS(MiB)'];
-  const widths = [10, 11, 8, 6, 12, 10, 12, 12, 6, 13];
+  const header = [
+    'size',
+    'count',
+    'type',
+    'iters',
+    'time(us)',
+    'p50(us)',
+    'cpu(us)',
+    'algbw(GB/s)',
+    'busbw(GB/s)',
+    'check',
+    'peakRSS(MiB)',
+  ];
+  const widths = [10, 11, 8, 6, 12, 10, 10, 12, 12, 6, 13];
   const micros = (us: number) => (us < 100 ? us.toFixed(1) : us.toFixed(0));
   const pad = (cells: string[]) => cells.map((c, i) => c.padStart(widths[i] as number)).join(' ');
   let op: string | undefined;
@@ -78,6 +118,7 @@ export function formatTable(rows: readonly ResultRow[], dtype: string): string {
         String(r.iterations),
         micros(r.timeUs),
         micros(r.medianUs),
+        micros(r.cpuUs),
         r.algbwGBs.toFixed(3),
         r.busbwGBs.toFixed(3),
         r.ok === null ? '-' : r.ok ? 'ok' : 'WRONG',
