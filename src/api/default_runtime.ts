@@ -16,6 +16,7 @@ import {
   type BroadcastObjectOptions,
   type BroadcastOptions,
   type GatherOptions,
+  type JoinOptions,
   type ProcessSet,
   type RecvOptions,
   type ReduceOptions,
@@ -36,6 +37,7 @@ export type {
   BroadcastObjectOptions,
   BroadcastOptions,
   GatherOptions,
+  JoinOptions,
   RecvOptions,
   ReduceOptions,
   ReducescatterOptions,
@@ -103,6 +105,13 @@ export const allgatherObject = <V>(v: V, o?: AllgatherObjectOptions): Promise<V[
 export const allgatherObjectSync = <V>(v: V, o?: AllgatherObjectOptions): V[] => instance().allgatherObjectSync(v, o);
 export const broadcastObject = <V>(v: V, o?: BroadcastObjectOptions): Promise<V> => instance().broadcastObject(v, o);
 export const broadcastObjectSync = <V>(v: V, o?: BroadcastObjectOptions): V => instance().broadcastObjectSync(v, o);
+export const groupedAllreduce = <T extends TensorLike>(ts: readonly T[], o?: AllreduceOptions): Promise<Result<T>[]> =>
+  instance().groupedAllreduce(ts, o);
+export const groupedAllgather = <T extends TensorLike>(ts: readonly T[], o?: AllgatherOptions): Promise<Result<T>[]> =>
+  instance().groupedAllgather(ts, o);
+export const groupedReducescatter = <T extends TensorLike>(ts: readonly T[], o?: ReducescatterOptions): Promise<Result<T>[]> =>
+  instance().groupedReducescatter(ts, o);
+export const join = (o?: JoinOptions): Promise<number> => instance().join(o);
 export const addProcessSet = (ranks: readonly number[]): Promise<ProcessSet> => instance().addProcessSet(ranks);
 export const removeProcessSet = (set: ProcessSet): Promise<void> => instance().removeProcessSet(set);
 export const processSets = (): ProcessSet[] => instance().processSets();

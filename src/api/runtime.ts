@@ -9,7 +9,7 @@ import { allocShared } from '../core/dtypes.js';
 import { InvalidArgumentError, ShutdownError } from '../core/errors.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
-import type { CollectiveOp } from '../engine/messages.js';
+import type { CollectiveOp, Request } from '../engine/messages.js';
 import { unnamedName } from '../engine/ops/registry.js';
 import type { CallContext, Prepared, Result } from './call.js';
 import { EngineClient, type EngineLink } from './engine_client.js';
@@ -19,6 +19,7 @@ import { type AlltoallOptions, type AlltoallResult, prepareAlltoall } from './op
 import { type BarrierOptions, prepareBarrier } from './ops/barrier.js';
 import { type BroadcastOptions, prepareBroadcast } from './ops/broadcast.js';
 import { type GatherOptions, prepareGather } from './ops/gather.js';
+import { type JoinOptions, prepareJoin } from './ops/join.js';
 import {
   type AllgatherObjectOptions,
   allgatherObject,
@@ -33,7 +34,7 @@ import { prepareReduce, type ReduceOptions } from './ops/reduce.js';
 import { prepareReducescatter, type ReducescatterOptions } from './ops/reducescatter.js';
 import { prepareScatter, type ScatterOptions } from './ops/scatter.js';
 import { ProcessSet, parseProcessSet, parseSetRanks } from './process_set.js';
-import type { ParsedTensor } from './tensor_args.js';
+import { type ParsedTensor, parseName } from './tensor_args.js';
 
 export type { Result } from './call.js';
 export type { AllgatherOptions } from './ops/allgather.js';
@@ -42,6 +43,7 @@ export type { AlltoallOptions, AlltoallResult } from './ops/alltoall.js';
 export type { BarrierOptions } from './ops/barrier.js';
 export type { BroadcastOptions } from './ops/broadcast.js';
 export type { GatherOptions } from './ops/gather.js';
+export type { JoinOptions } from './ops/join.js';
 export type { AllgatherObjectOptions, BroadcastObjectOptions } from './ops/objects.js';
 export type { RecvOptions, SendOptions } from './ops/point_to_point.js';
 export type { ReduceOptions } from './ops/reduce.js';
@@ -55,10 +57,19 @@ export { ProcessSet } from './process_set.js';
  */
 const kStagingRetainBytes = 256 * 1024 * 1024;
 
+/** The collective each grouped call is a group of. */
+const kGroupedOps = {
+  groupedAllreduce: 'allreduce',
+  groupedAllgather: 'allgather',
+  groupedReducescatter: 'reducescatter',
+} as const;
+
 export class RingReduce {
   /** How many unnamed calls of each op, per process set, this rank has made: ranks match them by this order. */
   private readonly unnamedCounters = new Map<string, number>();
   private readonly inFlight = new Set<string>();
+  /** Process sets (0: the world) in which this rank has a join pending: it makes no other call there. */
+  private readonly joining = new Set<number>();
   /**
    * Fresh outputs are SharedArrayBuffers, which V8 is slow to free: see shared_memory_reclaimer.ts.
    * Adaptive: a loop of large fresh outputs gets its old ones freed, and reused by malloc, soon.
@@ -271,6 +282,47 @@ export class RingReduce {
   }
 
   /**
+   * Allreduces several tensors as one unit (Horovod's grouped_allreduce): none of them runs before
+   * all are ready on every rank, they run fused, and the results come back in order. The tensors
+   * may differ in dtype and shape; the options apply to every one (`name` names the group).
+   * @example const [a, b] = await rr.groupedAllreduce([gradA, gradB], { name: 'step', op: 'average' });
+   */
+  groupedAllreduce<T extends TensorLike>(tensors: readonly T[], options?: AllreduceOptions): Promise<Result<T>[]> {
+    return this.runGroup('groupedAllreduce', tensors, options, prepareAllreduce) as Promise<Result<T>[]>;
+  }
+
+  /** allgather of several tensors as one unit (see groupedAllreduce). */
+  groupedAllgather<T extends TensorLike>(tensors: readonly T[], options?: AllgatherOptions): Promise<Result<T>[]> {
+    return this.runGroup('groupedAllgather', tensors, options, prepareAllgather) as Promise<Result<T>[]>;
+  }
+
+  /** reducescatter of several tensors as one unit (see groupedAllreduce). */
+  groupedReducescatter<T extends TensorLike>(tensors: readonly T[], options?: ReducescatterOptions): Promise<Result<T>[]> {
+    return this.runGroup('groupedReducescatter', tensors, options, prepareReducescatter) as Promise<Result<T>[]>;
+  }
+
+  /**
+   * This rank has no more data (Horovod's join): until every rank of the set has joined, it still
+   * takes part in the collectives the others submit, as a neutral contributor (allreduce and
+   * reducescatter get the op's identity, and an average divides by the ranks that contributed;
+   * allgather and gather get zero rows; a barrier counts it as arrived; a broadcast, reduce or
+   * gather whose root has joined fails naming the root; alltoall and scatter fail). Resolves on
+   * every rank, once all have joined, to the rank that joined last; the set then goes on as before.
+   * While it is pending, this rank makes no other collective in the set.
+   * @example for (const batch of myShard) await step(batch); const last = await rr.join();
+   */
+  async join(options?: JoinOptions): Promise<number> {
+    const prepared = this.scoped(options, (c) => prepareJoin(c, options));
+    const set = prepared.set ?? 0;
+    this.joining.add(set);
+    try {
+      return (await this.run(prepared)) as number;
+    } finally {
+      this.joining.delete(set);
+    }
+  }
+
+  /**
    * Adds a process set: a collective of the whole job, which every rank calls with the same ranks
    * (a rank outside the set gets the set too, with `includes(rank())` false). Collectives given
    * `{ processSet }` then involve its members only. Different ranks on different ranks reject
@@ -324,6 +376,52 @@ export class RingReduce {
     if (this.shutDown) return;
     this.shutDown = true;
     await this.engine.shutdown();
+  }
+
+  /**
+   * Prepares every member of a group (nothing is submitted if one is refused), marks them as one
+   * group, and submits them in one burst: rank 0 releases them together (engine/groups.ts).
+   */
+  private async runGroup(
+    op: 'groupedAllreduce' | 'groupedAllgather' | 'groupedReducescatter',
+    tensors: unknown,
+    options: unknown,
+    prepare: (c: CallContext, tensor: unknown, options: unknown) => Prepared,
+  ): Promise<unknown[]> {
+    if (!Array.isArray(tensors) || tensors.length === 0) {
+      throw new InvalidArgumentError(`${op} needs a non-empty array of tensors, got ${String(tensors)}`);
+    }
+    const given = typeof options === 'object' && options !== null ? (options as { name?: unknown }).name : undefined;
+    const calls: Prepared[] = [];
+    let group = '';
+    const prepared = this.scoped(options, (c) => {
+      group = c.nameFor(kGroupedOps[op], parseName(given), op);
+      for (const [index, tensor] of tensors.entries()) {
+        const call = prepare(c, tensor, { ...(options as object), name: `${group}/${index}` });
+        (call.request as Request).group = { name: group, size: tensors.length, index };
+        calls.push(call);
+      }
+      return calls[0] as Prepared;
+    });
+    for (const call of calls) call.set = prepared.set;
+    const keys: string[] = [];
+    try {
+      for (const call of calls) keys.push(this.claim(call));
+    } catch (error) {
+      // Nothing was submitted: the claimed names and every member's memory go back now.
+      for (const key of keys) this.inFlight.delete(key);
+      for (const [i, call] of calls.entries()) {
+        if (i < keys.length) call.released?.();
+        else if (i > keys.length && call.staging) this.staging.release(call.staging);
+      }
+      throw error;
+    }
+    try {
+      const completions = await Promise.all(calls.map((call) => this.engine.submit(call)));
+      return completions.map((completion, i) => (calls[i] as Prepared).finish(completion));
+    } finally {
+      for (const key of keys) this.inFlight.delete(key);
+    }
   }
 
   /** The context of option 'processSet' (the world's when unset), and the call prepared in it. */
@@ -403,6 +501,12 @@ export class RingReduce {
     const key = `${prepared.set ?? 0}/${name}`;
     try {
       if (this.shutDown) throw new ShutdownError(`${op} '${name}': ringreduce has been shut down`);
+      if (this.joining.has(prepared.set ?? 0) && op !== 'join') {
+        const where = prepared.set ? `process set ${prepared.set}` : 'the job';
+        throw new InvalidArgumentError(
+          `${op} '${name}': rank ${this.config.rank} has joined ${where}; wait for join() to resolve`,
+        );
+      }
       if (this.inFlight.has(key)) {
         const where = prepared.set ? ` in process set ${prepared.set}` : '';
         throw new InvalidArgumentError(`a collective named '${name}' is already in flight${where} on rank ${this.config.rank}`);

@@ -97,3 +97,47 @@ export function checkReduceOp(dtype: DType, op: ReduceOp): void {
   const needs = isFloat(dtype) ? 'an integer' : 'a float';
   throw new InvalidArgumentError(`op '${op}' needs ${needs} dtype, got ${dtype}`);
 }
+
+/**
+ * The identity of `op` on `dtype`: what a rank that has joined (it has no more data) contributes,
+ * so that the reduction is the one over the other ranks. 'average' is a sum here (the divisor is
+ * the number of ranks that contributed).
+ */
+export function reduceIdentity(op: ReduceOp, dtype: DType): number | bigint {
+  const big = isBigInt(dtype);
+  switch (op) {
+    case 'sum':
+    case 'average':
+    case 'bor':
+    case 'bxor':
+      return big ? 0n : 0;
+    case 'product':
+      return big ? 1n : 1;
+    case 'band':
+      // All bits set: -1 stores as the largest value of an unsigned type.
+      return big ? -1n : -1;
+    case 'min':
+      return extreme(dtype, 'largest');
+    case 'max':
+      return extreme(dtype, 'smallest');
+  }
+}
+
+function extreme(dtype: DType, which: 'largest' | 'smallest'): number | bigint {
+  const largest = which === 'largest';
+  switch (dtype) {
+    case 'float32':
+    case 'float64':
+      return largest ? Number.POSITIVE_INFINITY : Number.NEGATIVE_INFINITY;
+    case 'int64':
+      return largest ? 2n ** 63n - 1n : -(2n ** 63n);
+    case 'uint64':
+      return largest ? 2n ** 64n - 1n : 0n;
+    default: {
+      const bits = bytesPerElement(dtype) * 8;
+      const signed = dtype.startsWith('int');
+      if (signed) return largest ? 2 ** (bits - 1) - 1 : -(2 ** (bits - 1));
+      return largest ? 2 ** bits - 1 : 0;
+    }
+  }
+}

@@ -2,7 +2,7 @@
  * Binary codec of the control messages (see messages.ts).
  *
  * Layout: one byte of message type, then the body. A response starts with its kind (0 execute,
- * 1 error, 2 a list of u32 cache ids); a ready report is its round and a bit-vector of cache ids
+ * 1 error, 2 a list of u32 cache ids, 3 the ranks that have joined); a ready report is its round and a bit-vector of cache ids
  * (bit i of byte i >> 3 is id i), so a hundred ready tensors cost 13 bytes, then the eager
  * buffers (id and bytes). A request is its name, operation, dtype and shape, then the fields its
  * operation's spec adds (ops/); an execute response carries the ruling request and the per-rank
@@ -12,6 +12,7 @@
 import { kDTypes } from '../core/dtypes.js';
 import { kErrorClassNames } from '../core/errors.js';
 import { type ControlMessage, kPeerOutcomes, type Request, type WireResponse } from './messages.js';
+import type { RequestBase } from './ops/op_spec.js';
 import { kCollectiveOps, specOf } from './ops/registry.js';
 import { codeOf, Reader, readCounts, readShape, Writer, writeCounts, writeShape } from './wire.js';
 
@@ -23,6 +24,12 @@ function writeRequest(w: Writer, r: Request): void {
   w.u8(codeOf(kCollectiveOps, r.op));
   w.u8(codeOf(kDTypes, r.dtype));
   writeShape(w, r.shape);
+  // A group: its name ('' for none), size and this member's index.
+  w.str(r.group?.name ?? '');
+  if (r.group) {
+    w.u32(r.group.size);
+    w.u32(r.group.index);
+  }
   specOf(r).write(w, r);
 }
 
@@ -31,7 +38,14 @@ function readRequest(r: Reader): Request {
   const op = r.enumOf(kCollectiveOps, 'op');
   const dtype = r.enumOf(kDTypes, 'dtype');
   const shape = readShape(r, 'shape');
-  const base = { name, op, dtype, shape };
+  const groupName = r.str('group name');
+  const base: RequestBase = { name, op, dtype, shape };
+  if (groupName !== '') {
+    const size = r.u32('group size');
+    const index = r.u32('group index');
+    if (index >= size) r.fail(`member ${index} of a group of ${size}`);
+    base.group = { name: groupName, size, index };
+  }
   return specOf(base as Request).read(r, base as never);
 }
 
@@ -42,12 +56,18 @@ function writeResponse(w: Writer, r: WireResponse): void {
     for (const id of r.ids) w.u32(id);
     return;
   }
+  if (r.kind === 'joined') {
+    w.u8(3);
+    writeCounts(w, r.ranks);
+    return;
+  }
   w.u8(r.kind === 'execute' ? 0 : 1);
   w.u32(r.names.length);
   for (const n of r.names) w.str(n);
   if (r.kind === 'execute') {
     writeRequest(w, r.request);
     writeCounts(w, r.counts);
+    writeCounts(w, r.joined ?? []);
   } else {
     w.u8(codeOf(kErrorClassNames, r.errorKind));
     w.str(r.message);
@@ -59,7 +79,8 @@ function writeResponse(w: Writer, r: WireResponse): void {
 
 function readResponse(r: Reader): WireResponse {
   const kind = r.u8('response kind');
-  if (kind > 2) r.fail(`unknown response kind ${kind}`);
+  if (kind > 3) r.fail(`unknown response kind ${kind}`);
+  if (kind === 3) return { kind: 'joined', names: [], ranks: readCounts(r, 'joined ranks') };
   if (kind === 2) {
     const n = r.count('cache ids', 4);
     const ids: number[] = [];
@@ -80,7 +101,8 @@ function readResponse(r: Reader): WireResponse {
   }
   const request = readRequest(r);
   const counts = readCounts(r, 'per-rank counts');
-  return { kind: 'execute', names, request, counts };
+  const joined = readCounts(r, 'joined ranks');
+  return joined.length > 0 ? { kind: 'execute', names, request, counts, joined } : { kind: 'execute', names, request, counts };
 }
 
 export function encodeControl(message: ControlMessage): Uint8Array {
@@ -126,7 +148,7 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
   let message: ControlMessage;
   const set = type === 'requests' || type === 'responses' || type === 'ready' ? r.u32('process set') : 0;
   if (type === 'requests') {
-    const n = r.count('requests', 7);
+    const n = r.count('requests', 11);
     const requests: Request[] = [];
     for (let i = 0; i < n; i++) requests.push(readRequest(r));
     message = { type, requests };

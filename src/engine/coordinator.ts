@@ -14,8 +14,10 @@
  * stall and time out exactly like the others.
  */
 import type { Logger } from '../observability/logger.js';
-import { type StalledName, StallInspector } from '../observability/stall_inspector.js';
-import type { Request, Response } from './messages.js';
+import { type StalledName, StallInspector, type WaitingName } from '../observability/stall_inspector.js';
+import { GroupGate } from './groups.js';
+import { JoinState } from './join_state.js';
+import type { ErrorResponse, Request, Response } from './messages.js';
 import { negotiate } from './validation.js';
 
 interface Pending {
@@ -23,6 +25,9 @@ interface Pending {
   count: number;
   since: number;
 }
+
+/** A joined rank's slot, for the stall inspector: it is not what the set waits for. */
+const kStandIn = 'joined';
 
 export interface CoordinatorOptions {
   size: number;
@@ -43,11 +48,17 @@ export class Coordinator {
   /** Cached names some ranks have ready, as of the last ready round (see watchCached). */
   private cached = new Map<string, Pending>();
   private readonly shutdownRanks = new Set<number>();
+  private readonly joins: JoinState;
+  /** Grouped collectives complete on every rank, held until their whole group is. */
+  private readonly groups = new GroupGate();
+  /** The group of each waiting grouped name (a stall of one member fails its group). */
+  private readonly groupOf = new Map<string, NonNullable<Request['group']>>();
   private readonly stalls: StallInspector;
   private readonly now: () => number;
 
   constructor(private readonly options: CoordinatorOptions) {
     this.now = options.now ?? (() => performance.now());
+    this.joins = new JoinState(options.size);
     this.stalls = new StallInspector({
       warningMs: options.stallWarningMs ?? 0,
       timeoutMs: options.stallTimeoutMs,
@@ -62,11 +73,44 @@ export class Coordinator {
   onRequests(rank: number, requests: readonly Request[]): void {
     const ready: Response[] = [];
     for (const request of requests) {
+      if (request.op === 'join' && !this.joins.has(rank)) ready.push(...this.onJoin(rank));
       const response = this.add(rank, request);
-      if (response) ready.push(response);
+      if (response) ready.push(...this.groups.admit(request, response));
     }
     if (ready.length > 0) this.options.publish(ready);
     this.stalls.update();
+  }
+
+  /** Whether some rank of the set has joined (then every request comes here in full). */
+  get joining(): boolean {
+    return this.joins.active;
+  }
+
+  /**
+   * `rank` joined: every rank learns it at this place in the agreed order, and the names every
+   * other rank has submitted can run now, with the joined ranks standing in.
+   */
+  private onJoin(rank: number): Response[] {
+    this.joins.add(rank);
+    // No ready round closes in join mode: what the last one said waits is sent here in full now.
+    this.cached.clear();
+    const ready: Response[] = [{ kind: 'joined', names: [], ranks: this.joins.ranks }];
+    for (const [name, entry] of this.pending) {
+      const request = entry.requests.find((r) => r !== undefined) as Request;
+      // The join itself completes only when every rank has submitted it (below, in add).
+      if (request.op === 'join' || !this.joins.complete(entry.requests)) continue;
+      this.pending.delete(name);
+      this.groupOf.delete(name);
+      ready.push(...this.groups.admit(request, this.negotiated(name, entry)));
+    }
+    return ready;
+  }
+
+  /** The response for a complete name; the join itself resolves to the last rank to join. */
+  private negotiated(name: string, entry: Pending): Response {
+    const response = negotiate(name, entry.requests, this.joins.standIns(entry.requests));
+    if (response.kind === 'execute' && response.request.op === 'join') response.counts = [this.joins.finish()];
+    return response;
   }
 
   /**
@@ -97,13 +141,18 @@ export class Coordinator {
 
   close(): void {
     this.stalls.close();
+    this.groups.clear();
     this.pending.clear();
     this.cached.clear();
   }
 
-  /** Every waiting name, oldest first within each kind. */
-  private *waiting(): Iterable<[string, Pending]> {
-    yield* this.pending.entries();
+  /** Every waiting name, oldest first within each kind; a joined rank counts as having submitted it. */
+  private *waiting(): Iterable<[string, WaitingName]> {
+    for (const [name, entry] of this.pending) {
+      if (!this.joins.active) yield [name, entry];
+      else
+        yield [name, { ...entry, requests: entry.requests.map((r, rank) => r ?? (this.joins.has(rank) ? kStandIn : undefined)) }];
+    }
     yield* this.cached.entries();
   }
 
@@ -125,24 +174,26 @@ export class Coordinator {
     }
     entry.requests[rank] = request;
     entry.count++;
-    if (entry.count < this.options.size) return undefined;
+    if (request.group) this.groupOf.set(name, request.group);
+    if (!this.joins.complete(entry.requests)) return undefined;
     this.pending.delete(name);
-    return negotiate(name, entry.requests as Request[]);
+    this.groupOf.delete(name);
+    return this.negotiated(name, entry);
   }
 
   private failStalled(stalled: readonly StalledName[]): void {
-    for (const { name } of stalled) {
+    const responses: Response[] = [];
+    for (const { name, message, submitted } of stalled) {
       this.pending.delete(name);
       this.cached.delete(name);
+      const failure: ErrorResponse = { kind: 'error', names: [name], errorKind: 'TimeoutError', message, ranks: submitted };
+      responses.push(failure);
+      // The rest of its group: the members complete on every rank fail with it (those still
+      // waiting stall on their own).
+      const group = this.groupOf.get(name);
+      this.groupOf.delete(name);
+      if (group !== undefined) responses.push(...this.groups.fail(group, failure));
     }
-    this.options.publish(
-      stalled.map(({ name, message, submitted }) => ({
-        kind: 'error',
-        names: [name],
-        errorKind: 'TimeoutError',
-        message,
-        ranks: submitted,
-      })),
-    );
+    this.options.publish(responses);
   }
 }

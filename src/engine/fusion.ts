@@ -48,7 +48,8 @@ function fusionKeyOf(response: ExecuteResponse): string | undefined {
 }
 
 function fusibleBytes(response: Response, elementsOf: (name: string) => number): number | undefined {
-  if (response.kind !== 'execute' || fusionKeyOf(response) === undefined) return undefined;
+  // A joined rank stands in for each tensor alone: it knows only the ruling request's shape.
+  if (response.kind !== 'execute' || response.joined || fusionKeyOf(response) === undefined) return undefined;
   let elements = 0;
   for (const name of response.names) elements += elementsOf(name);
   return elements * bytesPerElement(response.request.dtype);

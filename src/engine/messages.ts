@@ -35,7 +35,18 @@ export interface ErrorResponse {
   ranks?: number[];
 }
 
-export type Response = ExecuteResponse | ErrorResponse;
+/**
+ * The ranks of the set that have joined (ops/join.ts), from this point in the agreed order on:
+ * while any has, every request goes to rank 0 in full (no ready rounds), and a joined rank takes
+ * part in what the others run. The join's own execute response ends it.
+ */
+export interface JoinedResponse {
+  kind: 'joined';
+  names: [];
+  ranks: number[];
+}
+
+export type Response = ExecuteResponse | ErrorResponse | JoinedResponse;
 
 /** On the wire, a response the response cache holds travels as its ids (response_cache.ts). */
 export type WireResponse = Response | { kind: 'cached'; ids: number[] };

@@ -67,6 +67,11 @@ export class Rank0Decisions {
     });
   }
 
+  /** Whether some rank has joined: every request comes in full then. */
+  get joining(): boolean {
+    return this.coordinator.joining;
+  }
+
   /** The coordinator, for the ready path's reports of cached names some ranks hold. */
   get stalls(): Coordinator {
     return this.coordinator;
@@ -75,10 +80,11 @@ export class Rank0Decisions {
   /** A report of new requests from `rank` (this one included). */
   onRequests(rank: number, requests: readonly Request[]): void {
     // A cached name asked for with other parameters: every rank drops it from its cache at one
-    // agreed place, and ranks holding it ready send it here in full (engine.ts, runDecision).
+    // agreed place, and ranks holding it ready send it here in full (set_engine.ts, runDecision).
+    // (With the same parameters it comes in full while a rank has joined: no ready rounds then.)
     for (const request of requests) {
       const id = this.cache.idOfName(request.name);
-      if (id !== undefined && !this.undecided.evict.includes(id)) this.undecided.evict.push(id);
+      if (id !== undefined && !this.cache.holds(request) && !this.undecided.evict.includes(id)) this.undecided.evict.push(id);
     }
     this.coordinator.onRequests(rank, requests);
     this.publish();

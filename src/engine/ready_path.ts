@@ -113,6 +113,20 @@ export class ReadyPath {
     return true;
   }
 
+  /**
+   * Takes every ready id out of the rounds (a rank of the set joined: from this agreed place on,
+   * everything goes to rank 0 in full) and returns them; they stay in the cache.
+   */
+  withdrawAll(): number[] {
+    const ids = this.rounds.readyIds();
+    for (const id of ids) {
+      this.eager.withdraw(id);
+      this.rounds.block(id);
+      this.rounds.remove(id);
+    }
+    return ids;
+  }
+
   /** The cached collective `id` failed: this rank's submission of it (`ours`) is over; a newer one reports again. */
   failed(id: number, ours: boolean): void {
     if (ours) this.rounds.remove(id);

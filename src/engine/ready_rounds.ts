@@ -95,6 +95,11 @@ export class ReadyRounds {
     return this.ready.has(id);
   }
 
+  /** The ids ready on this rank. */
+  readyIds(): number[] {
+    return [...this.ready];
+  }
+
   /** Withdraws `id` (its collective failed or left the cache); see `block`. */
   remove(id: number): void {
     this.ready.delete(id);

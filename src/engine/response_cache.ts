@@ -37,6 +37,12 @@ export class ResponseCache {
     return id;
   }
 
+  /** Whether `request` is cached with exactly these parameters (without counting a hit). */
+  holds(request: Request): boolean {
+    const id = this.byName.get(request.name);
+    return id !== undefined && sameFields(this.byId[id] as Request, request, kRequestExceptions);
+  }
+
   /** The id under which `name` is cached, whatever its parameters. */
   idOfName(name: string): number | undefined {
     return this.byName.get(name);
@@ -58,7 +64,9 @@ export class ResponseCache {
   /** Remembers the requests of an execute response; called in response order on every rank. */
   learn(requests: readonly (Request | undefined)[]): void {
     for (const request of requests) {
-      if (!request || !specOf(request).cacheable || isUnnamed(request.name) || this.byName.has(request.name)) continue;
+      // A grouped request runs only with its group, which rank 0 holds together (groups.ts).
+      if (!request || !specOf(request).cacheable || request.group || isUnnamed(request.name) || this.byName.has(request.name))
+        continue;
       if (this.byId.length >= this.capacity) return;
       this.byName.set(request.name, this.byId.length);
       this.byId.push(request);
@@ -67,7 +75,8 @@ export class ResponseCache {
 
   /** The ids of `response`'s names when the cache alone can rebuild it on the receiving side. */
   idsFor(response: Response): number[] | undefined {
-    if (response.kind !== 'execute' || !specOf(response.request).cacheable) return undefined;
+    // Joined ranks stand in for the collective: only the full response says which.
+    if (response.kind !== 'execute' || !specOf(response.request).cacheable || response.joined) return undefined;
     const ids: number[] = [];
     for (const name of response.names) {
       const id = this.byName.get(name);

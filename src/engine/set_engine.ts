@@ -22,6 +22,7 @@ import type { BurstGate } from './burst_gate.js';
 import { Executor, type ExecutorSettings } from './executor.js';
 import type { ControlMessage, ExecuteResponse, Request, Response } from './messages.js';
 import type { Membership } from './ops/op_spec.js';
+import { specOf } from './ops/registry.js';
 import { type Decision, Rank0Decisions } from './rank0_decisions.js';
 import { ReadyPath } from './ready_path.js';
 import { ResponseCache } from './response_cache.js';
@@ -81,6 +82,8 @@ export class SetEngine {
   private advanceAgain = false;
   private decisionsRun = 0;
   private readonly timeline: Timeline | undefined;
+  /** Some rank of the set has joined (ops/join.ts): no ready rounds until the join completes. */
+  private joinMode = false;
 
   constructor(
     private readonly settings: SetEngineSettings,
@@ -220,7 +223,7 @@ export class SetEngine {
     if (this.timeline) this.markPhase(requests, 'QUEUE', 'queuedUs', 'reportedUs');
     const uncached: Request[] = [];
     for (const request of requests) {
-      const id = this.cache.idOf(request);
+      const id = this.joinMode ? undefined : this.cache.idOf(request);
       if (id === undefined) uncached.push(request);
       else this.ready.add(id);
     }
@@ -323,14 +326,21 @@ export class SetEngine {
       }
     }
     for (const r of decision.responses) {
-      // Learned in decision order on every member, so every member assigns the same ids.
-      if (r.kind === 'execute') this.cache.learn(r.names.map((name) => this.queue.get(name)?.request));
+      // Learned in decision order on every member, so every member assigns the same ids; not
+      // what joined ranks stand in for (they hold no request for it).
+      if (r.kind === 'execute' && !r.joined) this.cache.learn(r.names.map((name) => this.queue.get(name)?.request));
       this.schedule(r);
     }
     if (resend.length > 0) this.sendToCoordinator(resend);
   }
 
   private schedule(response: Response): void {
+    if (response.kind === 'joined') {
+      this.enterJoinMode();
+      return;
+    }
+    // The join's own response ends join mode, at this same place on every member.
+    if (response.kind === 'execute' && response.request.op === 'join') this.joinMode = false;
     if (response.kind === 'error') {
       const error = fromErrorRecord({ kind: response.errorKind, message: response.message });
       // A stall fails the submissions that waited; this rank's entry, if it was not one of them,
@@ -356,18 +366,46 @@ export class SetEngine {
     this.chain = this.chain.then(() => this.run(response));
   }
 
+  /**
+   * A rank of the set joined: from this place in the agreed order on, every request goes to rank 0
+   * in full (a joined rank reports nothing ready, so no round would agree), those already ready
+   * in the rounds included.
+   */
+  private enterJoinMode(): void {
+    if (this.joinMode) return;
+    this.joinMode = true;
+    const resend: Request[] = [];
+    for (const id of this.ready.withdrawAll()) {
+      const request = this.cache.request(id);
+      const entry = request && this.queue.get(request.name);
+      if (entry) resend.push(entry.request);
+    }
+    if (resend.length > 0) this.sendToCoordinator(resend);
+  }
+
+  /** This rank has joined and holds nothing for `response`: neutral data of the agreed shape. */
+  private standIn(response: ExecuteResponse): Entry | undefined {
+    if (!response.joined?.includes(this.settings.rank)) return undefined;
+    const support = specOf(response.request).joined;
+    if (!support) return undefined;
+    return { id: -1, ...support.standIn(response) };
+  }
+
   private async run(response: ExecuteResponse): Promise<void> {
     const entries: Entry[] = [];
+    const standIns = new Set<Entry>();
     for (const name of response.names) {
-      const entry = this.queue.take(name);
+      const entry = this.queue.take(name) ?? this.standIn(response);
       // Missing only once this rank has failed or begun shutting down; the peers will see it.
-      if (entry) entries.push(entry);
+      if (!entry) continue;
+      entries.push(entry);
+      if (entry.id < 0) standIns.add(entry);
     }
     if (entries.length === 0) return;
     const failure = this.hooks.failure();
     if (failure || entries.length !== response.names.length) {
       const error = toErrorRecord(failure ?? new ShutdownError('ringreduce was shut down while this collective was pending'));
-      for (const entry of entries) this.hooks.post({ type: 'failed', id: entry.id, error });
+      for (const entry of entries) if (!standIns.has(entry)) this.hooks.post({ type: 'failed', id: entry.id, error });
       return;
     }
     if (this.timeline) {
@@ -378,6 +416,7 @@ export class SetEngine {
     try {
       const results = await this.executor.execute(response, entries);
       for (const [i, entry] of entries.entries()) {
+        if (standIns.has(entry)) continue;
         this.hooks.post({ type: 'done', id: entry.id, ...results[i] });
         // Only fresh memory: reused buffers (`out`, pools) need no collection to come back.
         const fresh = (entry.fresh ? (entry.buffer?.byteLength ?? 0) : 0) + (results[i]?.output?.byteLength ?? 0);
@@ -385,7 +424,7 @@ export class SetEngine {
       }
     } catch (error) {
       const failed = toErrorRecord(this.hooks.failure() ?? error);
-      for (const entry of entries) this.hooks.post({ type: 'failed', id: entry.id, error: failed });
+      for (const entry of entries) if (!standIns.has(entry)) this.hooks.post({ type: 'failed', id: entry.id, error: failed });
       if (!this.hooks.failure()) this.hooks.fail(error);
     }
   }

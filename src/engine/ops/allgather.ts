@@ -31,6 +31,17 @@ export const allgatherOp: OpSpec<AllgatherRequest> = {
     return checkOuts(name, requests, firstDims) ?? { request: requests[0] as AllgatherRequest, counts: firstDims };
   },
   cacheable: false,
+  joined: {
+    // A joined rank gives zero rows.
+    adjust: (_name, agreement, joined) => ({
+      ...agreement,
+      counts: agreement.counts.map((rows, r) => (joined.includes(r) ? 0 : rows)),
+    }),
+    standIn: ({ request }) => ({
+      request: { ...request, shape: [0, ...request.shape.slice(1)] },
+      buffer: allocShared(request.dtype, 0),
+    }),
+  },
   async execute(ctx, { counts: firstDims }, entries) {
     const entry = entries[0] as OpEntry<AllgatherRequest>;
     const { shape, dtype } = entry.request;

@@ -10,6 +10,7 @@ import { kReduceOps, type ReduceOp, type TypedArray } from '../../core/types.js'
 
 import { codeOf } from '../wire.js';
 import { elementCount, type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
+import { identityBuffer, overContributors } from './join_support.js';
 import type { ExecutionContext, OpEntry, OpSpec, RequestBase } from './op_spec.js';
 import { pack, unpack } from './packing.js';
 import { isScaled, kScalesCheck, readScales, type ScaleFactors, scale, writeScales } from './scaling.js';
@@ -48,7 +49,12 @@ export const allreduceOp: OpSpec<AllreduceRequest> = {
       size >= 2 && size <= kEagerMaxRanks && !isScaled(r) && elementCount(r.shape) * bytesPerElement(r.dtype) <= kEagerMaxBytes,
     finish: (r, buffers, into, kernels) => reduceInRankOrder(buffers, into, r.reduceOp, kernels),
   },
-  async execute(ctx, { request }, entries) {
+  joined: {
+    adjust: (_name, agreement) => agreement,
+    standIn: ({ request }) => ({ request, buffer: identityBuffer(request.dtype, request.shape, request.reduceOp) }),
+  },
+  async execute(ctx, agreement, entries) {
+    const request = overContributors(agreement.request, agreement, ctx.transport.size);
     const first = entries[0] as OpEntry<AllreduceRequest>;
     if (entries.length > 1) await fusedAllreduce(ctx, request, entries);
     else if (first.buffer) await allreduceBuffer(ctx, request, first.buffer);

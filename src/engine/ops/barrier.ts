@@ -12,5 +12,7 @@ export const barrierOp: OpSpec<BarrierRequest> = {
   read: (_r, base) => base,
   agree: (_name, requests) => ({ request: requests[0] as BarrierRequest, counts: [] }),
   cacheable: true,
+  // A joined rank has arrived, as far as a barrier is concerned.
+  joined: { adjust: (_name, agreement) => agreement, standIn: ({ request }) => ({ request, buffer: undefined }) },
   execute: async (_ctx, _agreement, entries) => entries.map(() => ({})),
 };

@@ -3,7 +3,9 @@
  * passes a tensor of that shape, whose values only the root's matter. Cached; never fused.
  */
 import { broadcast } from '../../algorithms/broadcast.js';
-import { firstMismatch, kDTypeCheck, kShapeCheck, rootCheck } from './agreement.js';
+import { allocShared } from '../../core/dtypes.js';
+import { elementCount, firstMismatch, kDTypeCheck, kShapeCheck, rootCheck } from './agreement.js';
+import { joinedRoot } from './join_support.js';
 import type { OpEntry, OpSpec, RequestBase } from './op_spec.js';
 
 export interface BroadcastRequest extends RequestBase<'broadcast'> {
@@ -20,6 +22,11 @@ export const broadcastOp: OpSpec<BroadcastRequest> = {
       counts: [],
     },
   cacheable: true,
+  joined: {
+    adjust: (name, agreement, joined) => joinedRoot('broadcast', name, agreement.request.root, joined) ?? agreement,
+    // It receives the root's data like any rank, and drops it.
+    standIn: ({ request }) => ({ request, buffer: allocShared(request.dtype, elementCount(request.shape)) }),
+  },
   async execute(ctx, { request }, entries) {
     const buffer = (entries[0] as OpEntry<BroadcastRequest>).buffer;
     if (!buffer) return [{}];

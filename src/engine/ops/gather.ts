@@ -8,6 +8,7 @@
 import { treeGather } from '../../algorithms/tree_gather.js';
 import { allocShared } from '../../core/dtypes.js';
 import { elementCount, firstMismatch, kDTypeCheck, kNdimCheck, rootCheck, shapeText, trailingDimsCheck } from './agreement.js';
+import { joinedRoot } from './join_support.js';
 import type { OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';
 
 export interface GatherRequest extends RequestBase<'gather'> {
@@ -36,6 +37,18 @@ export const gatherOp: OpSpec<GatherRequest> = {
     return checkRootOut(name, requests, firstDims) ?? { request: requests[0] as GatherRequest, counts: firstDims };
   },
   cacheable: false,
+  joined: {
+    // A joined rank gives zero rows; a joined root has nowhere to gather to.
+    adjust: (name, agreement, joined) =>
+      joinedRoot('gather', name, agreement.request.root, joined) ?? {
+        ...agreement,
+        counts: agreement.counts.map((rows, r) => (joined.includes(r) ? 0 : rows)),
+      },
+    standIn: ({ request }) => ({
+      request: { ...request, shape: [0, ...request.shape.slice(1)] },
+      buffer: allocShared(request.dtype, 0),
+    }),
+  },
   async execute(ctx, { request: agreed, counts: firstDims }, entries) {
     const entry = entries[0] as OpEntry<GatherRequest>;
     const { shape, dtype } = entry.request;

@@ -21,6 +21,15 @@ export interface RequestBase<Op extends string = string> {
   dtype: DType;
   /** This rank's tensor shape ([0] when the rank passes no tensor: a barrier). */
   shape: number[];
+  /** A member of a grouped collective: it runs only together with the whole group (groups.ts). */
+  group?: GroupTag;
+}
+
+/** Which group a request belongs to: its name, how many members it has, and which one this is. */
+export interface GroupTag {
+  name: string;
+  size: number;
+  index: number;
 }
 
 /** What every rank runs for a name: the agreed parameters and the numbers ranks need of each other. */
@@ -29,6 +38,8 @@ export interface Agreement<R> {
   request: R;
   /** Per-rank numbers that only negotiation knows (allgather: each rank's first dimension); [] if none. */
   counts: number[];
+  /** Ranks that have joined (ops/join.ts) and take part as neutral contributors; unset: none. */
+  joined?: number[];
 }
 
 /** Why ranks' requests for a name cannot run: every rank fails it with this error. */
@@ -93,6 +104,14 @@ export interface EagerSupport<R> {
   finish(request: R, buffers: readonly TypedArray[], into: TypedArray, kernels: KernelSelector): void;
 }
 
+/** How a rank that has joined takes part in a collective the others submitted (ops/join.ts). */
+export interface JoinSupport<R> {
+  /** The agreement once `joined` ranks take part as neutral contributors, or why they cannot. */
+  adjust(name: string, agreement: Agreement<R>, joined: readonly number[]): Agreement<R> | Refusal;
+  /** A joined rank's stand-in for its missing submission: neutral data of the agreed shape. */
+  standIn(agreement: Agreement<R>): OpEntry<R>;
+}
+
 export interface OpSpec<R extends RequestBase> {
   readonly op: R['op'];
   /** The fields beyond RequestBase, on the wire (wire.ts). */
@@ -108,6 +127,8 @@ export interface OpSpec<R extends RequestBase> {
   /** Consecutive responses whose requests have the same key run as one, over one packed buffer (fusion.ts). */
   fusionKey?(request: R): string;
   readonly eager?: EagerSupport<R>;
+  /** Whether ranks that have joined can take part, and how; unset: the collective fails while any has. */
+  readonly joined?: JoinSupport<R>;
   /** Runs the agreed collective for `entries` (one per name, in the response's order): one result per entry. */
   execute(ctx: ExecutionContext, agreement: Agreement<R>, entries: readonly OpEntry<R>[]): Promise<ExecutionResult[]>;
 }

@@ -7,6 +7,7 @@ import { treeReduce } from '../../algorithms/tree_reduce.js';
 import { kReduceOps, type ReduceOp } from '../../core/types.js';
 import { codeOf } from '../wire.js';
 import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck, rootCheck } from './agreement.js';
+import { identityBuffer, joinedRoot, overContributors } from './join_support.js';
 import type { OpEntry, OpSpec, RequestBase } from './op_spec.js';
 
 export interface ReduceRequest extends RequestBase<'reduce'> {
@@ -29,7 +30,12 @@ export const reduceOp: OpSpec<ReduceRequest> = {
       counts: [],
     },
   cacheable: true,
-  async execute(ctx, { request }, entries) {
+  joined: {
+    adjust: (name, agreement, joined) => joinedRoot('reduce', name, agreement.request.root, joined) ?? agreement,
+    standIn: ({ request }) => ({ request, buffer: identityBuffer(request.dtype, request.shape, request.reduceOp) }),
+  },
+  async execute(ctx, agreement, entries) {
+    const request = overContributors(agreement.request, agreement, ctx.transport.size);
     const buffer = (entries[0] as OpEntry<ReduceRequest>).buffer;
     if (!buffer) return [{}];
     const { native } = ctx;

@@ -7,9 +7,11 @@
  */
 import { ringReducescatter } from '../../algorithms/ring_reducescatter.js';
 import { chunkLength } from '../../algorithms/segments.js';
+import { allocShared } from '../../core/dtypes.js';
 import { kReduceOps, type ReduceOp } from '../../core/types.js';
 import { codeOf } from '../wire.js';
 import { elementCount, type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
+import { identityBuffer, overContributors } from './join_support.js';
 import type { OpEntry, OpSpec, RequestBase } from './op_spec.js';
 import { kScalesCheck, readScales, type ScaleFactors, scale, writeScales } from './scaling.js';
 
@@ -37,14 +39,20 @@ export const reducescatterOp: OpSpec<ReducescatterRequest> = {
       counts: [],
     },
   cacheable: true,
-  async execute(ctx, { request }, entries) {
+  joined: {
+    adjust: (_name, agreement) => agreement,
+    standIn: ({ request }) => ({ request, buffer: identityBuffer(request.dtype, request.shape, request.reduceOp) }),
+  },
+  async execute(ctx, agreement, entries) {
+    const request = overContributors(agreement.request, agreement, ctx.transport.size);
     const entry = entries[0] as OpEntry<ReducescatterRequest>;
     const input = entry.buffer;
-    const output = entry.output;
-    if (!input || !output) throw new Error(`reducescatter '${request.name}' reached the executor without its buffers`);
+    if (!input) throw new Error(`reducescatter '${request.name}' reached the executor without its input`);
     const { rank, size } = ctx.transport;
     const rowSize = elementCount(request.shape.slice(1));
     const counts = splitRows(request.shape[0] ?? 0, size).map((rows) => rows * rowSize);
+    // A joined rank's stand-in has no output of its own: its rows are computed and dropped.
+    const output = entry.output ?? allocShared(request.dtype, counts[rank] ?? 0);
     let offset = 0;
     for (let r = 0; r < rank; r++) offset += counts[r] ?? 0;
     scale(input, request.prescale);

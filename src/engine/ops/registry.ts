@@ -9,6 +9,7 @@ import { type AlltoallRequest, alltoallOp } from './alltoall.js';
 import { type BarrierRequest, barrierOp } from './barrier.js';
 import { type BroadcastRequest, broadcastOp } from './broadcast.js';
 import { type GatherRequest, gatherOp } from './gather.js';
+import { type JoinRequest, joinOp } from './join.js';
 import type { OpSpec } from './op_spec.js';
 import { type AddProcessSetRequest, addProcessSetOp, type RemoveProcessSetRequest, removeProcessSetOp } from './process_set.js';
 import { type ReduceRequest, reduceOp } from './reduce.js';
@@ -28,6 +29,7 @@ const kSpecs = [
   scatterOp,
   addProcessSetOp,
   removeProcessSetOp,
+  joinOp,
 ] as const;
 
 type RequestOf<S> = S extends OpSpec<infer R> ? R : never;
@@ -44,6 +46,7 @@ export type {
   BarrierRequest,
   BroadcastRequest,
   GatherRequest,
+  JoinRequest,
   ReduceRequest,
   ReducescatterRequest,
   RemoveProcessSetRequest,
