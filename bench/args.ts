@@ -8,6 +8,8 @@ import type { DType } from '../src/core/types.js';
 import { type BenchOp, kBenchOps, kDefaultBenchOps } from './spec.js';
 
 export interface BenchArgs {
+  /** Run in a process set of the first setRanks ranks; 0: the whole job. */
+  setRanks: number;
   ops: BenchOp[];
   sizes: number[];
   ranks: number;
@@ -102,6 +104,12 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
       positiveInt('tensors', 1),
       1,
     )
+    .option(
+      '--set-ranks <k>',
+      'run every collective in a process set of the first <k> ranks (the others only join the job), to measure what a set costs',
+      positiveInt('set-ranks', 1),
+      0,
+    )
     .option('--json <file>', 'also write the results as JSON to <file> ("-" for stdout)')
     .option('--timeline <file>', 'write a Chrome trace / Perfetto JSON of every rank to <file>')
     .option('--backend <backend>', 'tcp, mpi or auto (RINGREDUCE_BACKEND)', 'tcp')
@@ -111,6 +119,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
   if (!kDTypes.includes(o.dtype)) throw new InvalidArgumentError(`--dtype must be one of ${kDTypes.join(', ')}`);
   if (o.fresh && o.inPlace) throw new InvalidArgumentError('--fresh and --in-place exclude each other');
   if (!['tcp', 'mpi', 'auto'].includes(o.backend)) throw new InvalidArgumentError('--backend must be tcp, mpi or auto');
+  if (o.setRanks > o.ranks) throw new InvalidArgumentError(`--set-ranks ${o.setRanks} is more than --ranks ${o.ranks}`);
   return {
     ops: o.op,
     sizes: parseSizes(o.sizes, o.factor),
@@ -123,6 +132,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     inPlace: Boolean(o.inPlace),
     sync: Boolean(o.sync),
     tensors: o.tensors,
+    setRanks: o.setRanks,
     json: o.json,
     timeline: o.timeline,
     backend: o.backend,

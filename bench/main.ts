@@ -75,6 +75,7 @@ async function main(): Promise<number> {
       inPlace: args.inPlace,
       sync: args.sync,
       tensors: args.tensors,
+      setRanks: args.setRanks,
       outDir: dir,
     };
     const specPath = join(dir, 'spec.json');

@@ -8,6 +8,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import type { ProcessSet } from '../src/api/process_set.js';
 import { RingReduce } from '../src/api/runtime.js';
 import { allocShared, bytesPerElement } from '../src/core/dtypes.js';
 import type { TypedArray } from '../src/core/types.js';
@@ -33,56 +34,76 @@ async function runOne(
   rr: RingReduce,
   spec: BenchSpec,
   op: BenchOp,
-  name: string,
+  named: string,
   tensor: TypedArray | null,
   out: TypedArray | undefined,
+  processSet: ProcessSet | undefined,
 ): Promise<TypedArray | null> {
   const sync = spec.sync;
   const root = kRoot;
   const t = tensor as TypedArray;
+  // The name, and the process set when the run measures one.
+  const name = named;
+  const scope = processSet ? { processSet } : {};
   switch (op) {
     case 'allreduce': {
-      const o = out ? { name, out } : { name };
+      const o = out ? { name, out, ...scope } : { name, ...scope };
       return sync ? rr.allreduceSync(t, o) : rr.allreduce(t, o);
     }
     case 'allgather': {
-      const o = out ? { name, out } : { name };
+      const o = out ? { name, out, ...scope } : { name, ...scope };
       return sync ? rr.allgatherSync(t, o) : rr.allgather(t, o);
     }
     case 'broadcast': {
-      const o = out ? { name, root, out } : { name, root };
+      const o = out ? { name, root, out, ...scope } : { name, root, ...scope };
       return sync ? rr.broadcastSync(t, o) : rr.broadcast(t, o);
     }
     case 'reducescatter': {
-      const o = out ? { name, out } : { name };
+      const o = out ? { name, out, ...scope } : { name, ...scope };
       return sync ? rr.reducescatterSync(t, o) : rr.reducescatter(t, o);
     }
     case 'alltoall':
-      return (sync ? rr.alltoallSync(t, { name }) : await rr.alltoall(t, { name })).output;
+      return (sync ? rr.alltoallSync(t, { name, ...scope }) : await rr.alltoall(t, { name, ...scope })).output;
     case 'reduce': {
-      const o = out ? { name, root, out } : { name, root };
+      const o = out ? { name, root, out, ...scope } : { name, root, ...scope };
       return sync ? rr.reduceSync(t, o) : rr.reduce(t, o);
     }
     case 'gather': {
-      const o = out ? { name, root, out } : { name, root };
+      const o = out ? { name, root, out, ...scope } : { name, root, ...scope };
       return sync ? rr.gatherSync(t, o) : rr.gather(t, o);
     }
     case 'scatter':
-      return (sync ? rr.scatterSync(tensor, { name, root }) : await rr.scatter(tensor, { name, root })).data as TypedArray;
+      return (sync ? rr.scatterSync(tensor, { name, root, ...scope }) : await rr.scatter(tensor, { name, root, ...scope }))
+        .data as TypedArray;
   }
 }
 
 /** `tensors` allreduces submitted together, as a training step submits its gradients. */
-async function runMany(rr: RingReduce, inputs: readonly TypedArray[], outs: readonly (TypedArray | undefined)[]) {
+async function runMany(
+  rr: RingReduce,
+  inputs: readonly TypedArray[],
+  outs: readonly (TypedArray | undefined)[],
+  processSet: ProcessSet | undefined,
+) {
+  const scope = processSet ? { processSet } : {};
   const results = await Promise.all(
-    inputs.map((input, i) => rr.allreduce(input, outs[i] ? { name: `grad${i}`, out: outs[i] } : { name: `grad${i}` })),
+    inputs.map((input, i) =>
+      rr.allreduce(input, outs[i] ? { name: `grad${i}`, out: outs[i], ...scope } : { name: `grad${i}`, ...scope }),
+    ),
   );
   return results[0] as TypedArray;
 }
 
-async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: number): Promise<BenchRow> {
-  const size = rr.size();
-  const rank = rr.rank();
+async function measure(
+  rr: RingReduce,
+  spec: BenchSpec,
+  op: BenchOp,
+  bytes: number,
+  processSet: ProcessSet | undefined,
+): Promise<BenchRow> {
+  const size = processSet ? processSet.size() : rr.size();
+  const rank = processSet ? processSet.rank() : rr.rank();
+  const scope = processSet ? { processSet } : {};
   const element = bytesPerElement(spec.dtype);
   const requested = Math.max(1, Math.floor(bytes / element));
   // The split ops' size is N parts of perRank elements (spec.ts), at least one element each.
@@ -104,10 +125,10 @@ async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: numb
   const inputs = outs.map((o) => (inPlace ? (o as TypedArray) : (input as TypedArray)));
   const tensor = inPlace ? (reused ?? allocShared(spec.dtype, inputLength)) : input;
   const name = `bench/${op}/${bytes}`;
-  const step = () => (many ? runMany(rr, inputs, outs) : runOne(rr, spec, op, name, tensor, reused));
+  const step = () => (many ? runMany(rr, inputs, outs, processSet) : runOne(rr, spec, op, name, tensor, reused, processSet));
   let out: TypedArray | null = null;
   for (let i = 0; i < spec.warmup; i++) out = await step();
-  await rr.barrier();
+  await rr.barrier(scope);
   const times = new Float64Array(iterations);
   const cpuBefore = process.cpuUsage();
   const start = performance.now();
@@ -121,7 +142,7 @@ async function measure(rr: RingReduce, spec: BenchSpec, op: BenchOp, bytes: numb
   const timeUs = ((last - start) * 1000) / iterations;
   const cpu = process.cpuUsage(cpuBefore);
   times.sort();
-  await rr.barrier();
+  await rr.barrier(scope);
   if (inPlace && spec.check) {
     for (const buffer of many ? inputs : [tensor as TypedArray]) buffer.set(input as never);
     out = await step();
@@ -148,8 +169,13 @@ async function main(): Promise<void> {
   const rr = await RingReduce.init();
   const rows: BenchRow[] = [];
   let idleCpuMs = 0;
+  let set: ProcessSet | undefined;
   try {
-    for (const op of spec.ops) for (const bytes of spec.sizes) rows.push(await measure(rr, spec, op, bytes));
+    if (spec.setRanks > 0) set = await rr.addProcessSet(Array.from({ length: spec.setRanks }, (_, r) => r));
+    const member = !set || set.includes(rr.rank());
+    if (member) for (const op of spec.ops) for (const bytes of spec.sizes) rows.push(await measure(rr, spec, op, bytes, set));
+    // The others wait for the members to finish, so that every rank's idle probe starts together.
+    await rr.barrier();
     // An idle job must use no CPU: measure this process (both threads) while nothing is pending.
     await new Promise((resolve) => setTimeout(resolve, kIdleSettleMs));
     const before = process.cpuUsage();
@@ -159,7 +185,8 @@ async function main(): Promise<void> {
   } finally {
     await rr.shutdown();
   }
-  const report: BenchReport = { rank: rr.rank(), size: rr.size(), rows, idleCpuMs };
+  const member = !set || set.includes(rr.rank());
+  const report: BenchReport = { rank: rr.rank(), size: set ? set.size() : rr.size(), member, rows, idleCpuMs };
   writeFileSync(join(spec.outDir, `rank.${rr.rank()}.json`), JSON.stringify(report));
 }
 

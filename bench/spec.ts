@@ -51,6 +51,8 @@ export interface BenchSpec {
   sync: boolean;
   /** Allreduce only: submit this many named tensors of the row's size together per iteration (fusion). */
   tensors: number;
+  /** Run every collective in a process set of the first setRanks ranks; 0: the whole job. */
+  setRanks: number;
   /** Where rank r writes its BenchReport: `${outDir}/rank.${r}.json`. */
   outDir: string;
 }
@@ -77,7 +79,10 @@ export interface BenchRow {
 
 export interface BenchReport {
   rank: number;
+  /** The ranks the collectives ran on: the job's size, or the process set's. */
   size: number;
+  /** False for a rank outside the measured process set: it has no rows (unset: a member). */
+  member?: boolean;
   rows: BenchRow[];
   /** CPU time this rank's process used while idle for one second, starting 2 s after the runs. */
   idleCpuMs: number;

@@ -55,7 +55,9 @@ export function busFactor(op: BenchOp, n: number): number {
   }
 }
 
-export function mergeReports(reports: readonly BenchReport[]): ResultRow[] {
+export function mergeReports(all: readonly BenchReport[]): ResultRow[] {
+  // Ranks outside a measured process set ran nothing.
+  const reports = all.filter((report) => report.member !== false);
   const first = reports[0];
   if (!first) return [];
   const n = first.size;

@@ -312,7 +312,7 @@ export class RingReduce {
    * @example for (const batch of myShard) await step(batch); const last = await rr.join();
    */
   async join(options?: JoinOptions): Promise<number> {
-    const prepared = this.scoped(options, (c) => prepareJoin(c, options));
+    const prepared = this.scoped(options, (c) => prepareJoin(c, options), true);
     const set = prepared.set ?? 0;
     this.joining.add(set);
     try {
@@ -425,9 +425,16 @@ export class RingReduce {
   }
 
   /** The context of option 'processSet' (the world's when unset), and the call prepared in it. */
-  private scoped(options: unknown, prepare: (c: CallContext) => Prepared): Prepared {
+  private scoped(options: unknown, prepare: (c: CallContext) => Prepared, joinCall = false): Prepared {
     const value = typeof options === 'object' && options !== null ? (options as { processSet?: unknown }).processSet : undefined;
     const set = parseProcessSet(value, this, this.config.rank);
+    // Refused before the call takes an unnamed name: ranks match unnamed calls by their count.
+    if (!joinCall && this.joining.has(set?.id ?? 0)) {
+      const where = set ? `process set ${set.id}` : 'the job';
+      throw new InvalidArgumentError(
+        `rank ${this.config.rank} has joined ${where}: wait for join() to resolve before its next collective`,
+      );
+    }
     const context = set ? this.contextOfSet(set) : this.world;
     const prepared = prepare(context);
     if (set) prepared.set = set.id;

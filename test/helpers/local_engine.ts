@@ -76,7 +76,7 @@ export class LocalEngine implements EngineLink {
     this.pending.delete(message.id);
     call.released?.();
     if (message.type === 'failed') call.reject(fromErrorRecord(message.error));
-    else call.resolve({ output: message.output, shape: message.shape });
+    else call.resolve({ output: message.output, shape: message.shape, counts: message.counts });
   }
 }
 

@@ -190,3 +190,87 @@ export function compareArrays(dtype: DType, actual: TypedArray, expected: TypedA
   }
   return undefined;
 }
+
+/*
+ * References of the collectives that split or move rows (reducescatter, alltoall, gather,
+ * scatter), and of the scale factors. Arrays are flat, `rowLength` elements per row (first
+ * dimension rows); they are computed here independently of the library's own split helpers.
+ */
+
+/** Rows of each rank when `rows` rows are split over `size` ranks as evenly as possible: the first rows % size ranks get one more. */
+export function evenSplits(rows: number, size: number): number[] {
+  return Array.from({ length: size }, (_, r) => Math.floor(rows / size) + (r < rows % size ? 1 : 0));
+}
+
+/** Where each of `counts` starts when they follow each other from 0. */
+export function offsetsOf(counts: readonly number[]): number[] {
+  const offsets: number[] = [];
+  let at = 0;
+  for (const n of counts) {
+    offsets.push(at);
+    at += n;
+  }
+  return offsets;
+}
+
+/** A copy of rows [start, start + rows) of a flat array of `rowLength` elements per row. */
+export function rowSlice(array: TypedArray, start: number, rows: number, rowLength: number): TypedArray {
+  return array.slice(start * rowLength, (start + rows) * rowLength);
+}
+
+/**
+ * What rank `rank` receives in an alltoall where rank i's input is inputs[i] and it sends
+ * splits[i][j] rows to rank j: every rank's rows for `rank`, in rank order.
+ */
+export function expectedAlltoall(
+  dtype: DType,
+  inputs: readonly TypedArray[],
+  splits: readonly (readonly number[])[],
+  rowLength: number,
+  rank: number,
+): TypedArray {
+  return concatenated(
+    dtype,
+    inputs.map((input, i) => {
+      const mine = splits[i] as readonly number[];
+      return rowSlice(input, offsetsOf(mine)[rank] as number, mine[rank] as number, rowLength);
+    }),
+  );
+}
+
+/**
+ * The allreduce of `inputs` with Horovod's scale factors: each input multiplied by `prescale`
+ * (and stored in its dtype, as the library scales it in place), reduced, then multiplied by
+ * `postscale`. Float dtypes only.
+ */
+export function expectedScaledAllreduce(
+  dtype: DType,
+  op: ReduceOp,
+  inputs: readonly TypedArray[],
+  prescale: number,
+  postscale: number,
+): TypedArray {
+  if (!isFloat(dtype)) throw new Error(`scale factors are for float dtypes, not ${dtype}`);
+  const scaled = inputs.map((input) => {
+    const copy = input.slice() as Float64Array;
+    for (let i = 0; i < copy.length; i++) copy[i] = (copy[i] as number) * prescale;
+    return copy;
+  });
+  const out = expectedAllreduce(dtype, op, scaled) as Float64Array;
+  for (let i = 0; i < out.length; i++) out[i] = (out[i] as number) * postscale;
+  return out;
+}
+
+/** expectedScaledAllreduce of every rank's referenceInput in a job of `size`, shared (see above): read only. */
+export function referenceScaledAllreduce(
+  dtype: DType,
+  op: ReduceOp,
+  count: number,
+  size: number,
+  prescale: number,
+  postscale: number,
+): TypedArray {
+  return memoized(`ar-scaled/${dtype}/${op}/${size}/${count}/${prescale}/${postscale}`, () =>
+    expectedScaledAllreduce(dtype, op, referenceInputs(dtype, size, count, op), prescale, postscale),
+  );
+}

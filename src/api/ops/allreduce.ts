@@ -27,7 +27,9 @@ export function prepareAllreduce(ctx: CallContext, tensor: unknown, options: unk
   const o = checkOptions(options, ['name', 'op', 'out', 'prescale', 'postscale', 'processSet']);
   const t = parseTensor(tensor);
   const reduceOp = parseReduceOp(o.op, t.dtype);
+  const scales = parseScales(o, t.dtype);
   const out = parseOut(o.out, t);
+  // Every check is done: only now may the call take an unnamed name (ranks match them by count).
   // The engine reduces in place: the result's memory starts as a copy of the input.
   const buffer = out ?? ctx.fresh(t);
   if (buffer !== t.data) buffer.set(t.data as never);
@@ -37,7 +39,7 @@ export function prepareAllreduce(ctx: CallContext, tensor: unknown, options: unk
     dtype: t.dtype,
     shape: t.shape,
     reduceOp,
-    ...parseScales(o, t.dtype),
+    ...scales,
   };
   const prepared: Prepared = { request, buffer, finish: () => resultLike(t, buffer, t.shape) };
   if (!out) prepared.fresh = true;

@@ -21,7 +21,7 @@ export interface ScatterOptions {
 export function prepareScatter(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
   const o = checkOptions(options, ['name', 'root', 'splits', 'processSet']);
   const root = parseRoot(o.root, ctx.size);
-  const name = ctx.nameFor('scatter', parseName(o.name));
+  const given = parseName(o.name);
   const finish = (completion: { output?: TypedArray; shape?: number[] }): ShapedTensor => ({
     data: completion.output as TypedArray,
     shape: completion.shape ?? [0],
@@ -34,7 +34,14 @@ export function prepareScatter(ctx: CallContext, tensor: unknown, options: unkno
     }
     if (o.splits !== undefined) throw new InvalidArgumentError(`scatter: option 'splits' is the root's (rank ${root}) only`);
     // Dtype and shape come from the root's request in the agreement; these are placeholders.
-    const request: ScatterRequest = { name, op: 'scatter', dtype: 'uint8', shape: [0], root, splits: [] };
+    const request: ScatterRequest = {
+      name: ctx.nameFor('scatter', given),
+      op: 'scatter',
+      dtype: 'uint8',
+      shape: [0],
+      root,
+      splits: [],
+    };
     return { request, buffer: undefined, finish };
   }
   if (tensor === null || tensor === undefined) {
@@ -43,7 +50,15 @@ export function prepareScatter(ctx: CallContext, tensor: unknown, options: unkno
   const t = parseTensor(tensor);
   const rows = firstDimension(t, 'scatter');
   const splits = parseSplits(o.splits, rows, ctx.size, () => splitRows(rows, ctx.size));
-  const request: ScatterRequest = { name, op: 'scatter', dtype: t.dtype, shape: t.shape, root, splits };
+  // Every check is done: only now may the call take an unnamed name (ranks match them by count).
+  const request: ScatterRequest = {
+    name: ctx.nameFor('scatter', given),
+    op: 'scatter',
+    dtype: t.dtype,
+    shape: t.shape,
+    root,
+    splits,
+  };
   const { buffer, staging } = copyToStaging(ctx, t);
   return { request, buffer, staging, finish };
 }

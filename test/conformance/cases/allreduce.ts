@@ -1,10 +1,24 @@
-/** Allreduce: every dtype and op at every count the issue names, in place, the kind of the result, the Sync twin. */
+/**
+ * Allreduce: every dtype and op (the bitwise ones on integers) at every count the issue names,
+ * in place, the kind of the result, prescale/postscale, argument errors, the Sync twin.
+ */
 
 import type { RingReduce } from '../../../src/api/runtime.js';
 import { allocShared, kDTypes } from '../../../src/core/dtypes.js';
 import type { DType, ReduceOp } from '../../../src/core/types.js';
-import { referenceAllreduce, referenceInput } from '../../helpers/reference.js';
-import { type ConformanceCase, check, checkArray, checkJson, kCombos, opsFor, part, settleAll } from './case.js';
+import { referenceAllreduce, referenceInput, referenceScaledAllreduce } from '../../helpers/reference.js';
+import {
+  type ConformanceCase,
+  check,
+  checkArray,
+  checkJson,
+  checkRefused,
+  kBitwiseOps,
+  kCombos,
+  opsFor,
+  part,
+  settleAll,
+} from './case.js';
 
 /**
  * The large count: 2^20 elements, plus 3 so that the pieces every backend cuts it into (ring
@@ -32,11 +46,24 @@ const smallCounts: ConformanceCase = {
   },
 };
 
-/** One case per dtype: every op at the large count, one after the other. */
+/**
+ * The ops of `dtype` at the large count: every op but the bitwise ones, and one bitwise op per
+ * integer dtype, going round them (band and bor meet a 64-bit dtype here, bxor in the
+ * reducescatter cases' large counts). All three at every
+ * large count cost some 30 s more over the in-process worlds (the 64-bit references are BigInt),
+ * over the budget of the conformance tier; the small counts take every op on every dtype.
+ */
+function largeOpsFor(dtype: DType): ReduceOp[] {
+  const ints = kDTypes.filter((d) => !opsFor(d).includes('average'));
+  const bitwise = kBitwiseOps[ints.indexOf(dtype) % kBitwiseOps.length];
+  return opsFor(dtype).filter((op) => !kBitwiseOps.includes(op) || op === bitwise);
+}
+
+/** One case per dtype: its large-count ops (largeOpsFor), one after the other. */
 const largeCounts: ConformanceCase[] = kDTypes.map((dtype) => ({
-  name: `allreduce: ${dtype}, every op, 2^20 + 3 elements`,
+  name: `allreduce: ${dtype}, ${largeOpsFor(dtype).join(', ')}, 2^20 + 3 elements`,
   async run(rr, rank, size) {
-    for (const op of opsFor(dtype)) await allreduceOnce(rr, rank, size, dtype, op, kLargeCount);
+    for (const op of largeOpsFor(dtype)) await allreduceOnce(rr, rank, size, dtype, op, kLargeCount);
   },
 }));
 
@@ -89,4 +116,106 @@ const sync: ConformanceCase = {
   },
 };
 
-export const allreduceCases: readonly ConformanceCase[] = [smallCounts, ...largeCounts, inPlace, resultKind, sync];
+const kScaleSets: ReadonlyArray<{ prescale?: number; postscale?: number }> = [
+  { prescale: 0.5, postscale: 3 },
+  { prescale: -1.25 },
+  { postscale: 0.1 },
+];
+
+const scaled: ConformanceCase = {
+  name: 'allreduce: prescale and postscale, float32 and float64, every op, 1 (eager-sized), N+1 and 1000 elements; in place',
+  async run(rr, rank, size) {
+    const all: Promise<void>[] = [];
+    for (const dtype of ['float32', 'float64'] as const) {
+      for (const op of opsFor(dtype)) {
+        for (const count of [...new Set([1, size + 1, 1000])]) {
+          for (const [i, scales] of kScaleSets.entries()) {
+            const name = `ar-scaled/${dtype}/${op}/${count}/${i}`;
+            // The last set in place: the scaling happens in the caller's own memory.
+            const inPlace = i === kScaleSets.length - 1;
+            all.push(
+              part(name, async () => {
+                const reference = referenceInput(dtype, rank, count, op);
+                const mine = inPlace ? allocShared(dtype, count) : reference.slice();
+                if (inPlace) mine.set(reference as never);
+                const result = await rr.allreduce(mine, inPlace ? { name, op, out: mine, ...scales } : { name, op, ...scales });
+                const expected = referenceScaledAllreduce(dtype, op, count, size, scales.prescale ?? 1, scales.postscale ?? 1);
+                checkArray(dtype, result, expected, name);
+                if (inPlace) check(result === mine, `${name}: in place`, 'the result is not the tensor itself');
+                else checkArray(dtype, mine, reference, `${name}: the input was modified`);
+              }),
+            );
+          }
+        }
+      }
+    }
+    await settleAll(all);
+  },
+};
+
+const refused: ConformanceCase = {
+  name: 'allreduce: argument errors at the call (bitwise ops on floats, scale factors on integers or not finite), no rank waits',
+  async run(rr, rank, size) {
+    if (rank === size - 1) {
+      for (const op of ['band', 'bor', 'bxor'] as const) {
+        for (const dtype of ['float32', 'float64'] as const) {
+          await checkRefused(
+            `${op} on ${dtype}`,
+            `option 'op' is '${op}' but the tensor is ${dtype}: bitwise ops need an integer dtype`,
+            () => rr.allreduce(allocShared(dtype, 2), { name: 'ar-arg', op }),
+          );
+        }
+      }
+      await checkRefused('prescale on int8', "option 'prescale' needs a float tensor, got int8", () =>
+        rr.allreduce(new Int8Array(2), { name: 'ar-arg', prescale: 2 }),
+      );
+      await checkRefused('postscale on uint32', "option 'postscale' needs a float tensor, got uint32", () =>
+        rr.allreduce(new Uint32Array(2), { name: 'ar-arg', postscale: 2 }),
+      );
+      await checkRefused('an infinite postscale', "option 'postscale' must be a finite number, got null", () =>
+        rr.allreduce(new Float32Array(2), { name: 'ar-arg', postscale: Number.POSITIVE_INFINITY }),
+      );
+      await checkRefused('a NaN prescale', "option 'prescale' must be a finite number, got null", () =>
+        rr.allreduce(new Float32Array(2), { name: 'ar-arg', prescale: Number.NaN }),
+      );
+    }
+    // Nothing was made: the name is free, and every rank's proper call of it works.
+    const result = await rr.allreduce(new Uint8Array([1 << (rank % 8), 0xff]), { name: 'ar-arg', op: 'bor' });
+    const bits = Array.from({ length: size }, (_, r) => 1 << (r % 8)).reduce((a, b) => a | b, 0);
+    checkJson([...result], [bits, 0xff], 'the call after the refused ones');
+  },
+};
+
+const syncNew: ConformanceCase = {
+  name: 'allreduceSync: int64 bxor and band beyond 2^53, float64 sum with prescale and postscale',
+  needsSync: true,
+  async run(rr, rank, size) {
+    const mine = 2n ** 62n + (1n << BigInt(rank + 3)) + 5n;
+    const all = Array.from({ length: size }, (_, r) => 2n ** 62n + (1n << BigInt(r + 3)) + 5n);
+    const xor = rr.allreduceSync(new BigInt64Array([mine]), { name: 'ar-sync/bxor', op: 'bxor' });
+    check(
+      xor[0] ===
+        BigInt.asIntN(
+          64,
+          all.reduce((a, b) => a ^ b),
+        ),
+      'bxor',
+      `${xor[0]}`,
+    );
+    const and = rr.allreduceSync({ data: new BigUint64Array([mine]), shape: [1] }, { name: 'ar-sync/band', op: 'band' });
+    check(and.data[0] === all.reduce((a, b) => a & b), 'band', `${and.data[0]}`);
+    const scaledSum = rr.allreduceSync(new Float64Array([rank, 1]), { name: 'ar-sync/scaled', prescale: 2, postscale: 0.25 });
+    checkJson([...scaledSum], [(size * (size - 1)) / 4, size / 2], 'scaled sum');
+  },
+};
+
+export const allreduceCases: readonly ConformanceCase[] = [
+  smallCounts,
+  ...largeCounts,
+  inPlace,
+  resultKind,
+  scaled,
+  refused,
+  sync,
+  syncNew,
+];

@@ -12,6 +12,7 @@
  */
 import type { RingReduce } from '../../../src/api/runtime.js';
 import { isFloat, kDTypes } from '../../../src/core/dtypes.js';
+import { InvalidArgumentError } from '../../../src/core/errors.js';
 import type { DType, ReduceOp, TypedArray } from '../../../src/core/types.js';
 import { compareArrays } from '../../helpers/reference.js';
 
@@ -39,14 +40,18 @@ export class CheckError extends Error {
 }
 
 /**
- * The reduce ops the allreduce cases check, for every dtype ('average' for floats only). A new
- * op joins this list once the library and the reference (test/helpers/reference.ts) know it.
+ * The reduce ops the allreduce cases check, for every dtype ('average' for floats only, the
+ * bitwise ones for integers only). A new op joins this list once the library and the reference
+ * (test/helpers/reference.ts) know it.
  */
-export const kOps: readonly ReduceOp[] = ['sum', 'average', 'min', 'max', 'product'];
+export const kOps: readonly ReduceOp[] = ['sum', 'average', 'min', 'max', 'product', 'band', 'bor', 'bxor'];
+
+/** The bitwise ops of kOps: integer dtypes only (refused on floats at the call). */
+export const kBitwiseOps: readonly ReduceOp[] = ['band', 'bor', 'bxor'];
 
 /** The ops of kOps that `dtype` supports. */
 export function opsFor(dtype: DType): ReduceOp[] {
-  return kOps.filter((op) => op !== 'average' || isFloat(dtype));
+  return kOps.filter((op) => (isFloat(dtype) ? !kBitwiseOps.includes(op) : op !== 'average'));
 }
 
 /** Every dtype with every op it supports. */
@@ -99,4 +104,53 @@ export async function settleAll(promises: Iterable<Promise<unknown>>): Promise<v
 /** The failure of case `c` on one rank, as the backends report it. */
 export function failureOf(c: ConformanceCase, rank: number, size: number, error: unknown): string {
   return `${c.name} [rank ${rank} of ${size}]: ${describeError(error)}`;
+}
+
+/** What `call` threw or its promise rejected with, or undefined if it succeeded. */
+export async function errorOf(call: () => unknown): Promise<unknown> {
+  try {
+    await call();
+    return undefined;
+  } catch (error) {
+    return error;
+  }
+}
+
+/** Throws unless `error` is a `kind` whose message is exactly `message`. */
+export function checkError(error: unknown, kind: abstract new (...args: never[]) => Error, message: string, what: string): void {
+  check(error !== undefined, what, `resolved instead of rejecting with ${kind.name}`);
+  check(error instanceof kind, what, `rejected with ${describeError(error)}, not a ${kind.name}`);
+  const actual = (error as Error).message;
+  check(actual === message, what, `the message is "${actual}", not "${message}"`);
+}
+
+/**
+ * A call refused at the call with InvalidArgumentError and exactly `message`: checked on the
+ * calling rank only. Nothing reached the engine, so no other rank needs to make the call (and
+ * none waits for this one); a case shows it by making the same name's proper call on every rank
+ * afterwards.
+ */
+export async function checkRefused(what: string, message: string, call: () => unknown): Promise<void> {
+  checkError(await errorOf(call), InvalidArgumentError, message, what);
+}
+
+/**
+ * Every rank's `text`, in rank order: two allgathers (the lengths, then the bytes) named after
+ * `name`. Every rank must call it. Mismatch cases use it to compare the messages ranks got.
+ */
+export async function textsOfEveryRank(rr: RingReduce, text: string, name: string): Promise<string[]> {
+  const bytes = new TextEncoder().encode(text);
+  const lengths = await rr.allgather(new Int32Array([bytes.length]), { name: `${name}/lengths` });
+  const gathered = await rr.allgather(bytes, { name: `${name}/texts` });
+  let offset = 0;
+  return [...lengths].map((length) => {
+    const decoded = new TextDecoder().decode(gathered.subarray(offset, offset + length));
+    offset += length;
+    return decoded;
+  });
+}
+
+/** `count` rows of `rowLength` elements from row `start` of a flat array (a view, not a copy). */
+export function rowsOf<T extends TypedArray>(array: T, start: number, count: number, rowLength: number): T {
+  return array.subarray(start * rowLength, (start + count) * rowLength) as T;
 }

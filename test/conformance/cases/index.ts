@@ -5,16 +5,30 @@
  */
 import { allgatherCases } from './allgather.js';
 import { allreduceCases } from './allreduce.js';
+import { alltoallCases } from './alltoall.js';
 import { barrierCases } from './barrier.js';
 import { broadcastCases } from './broadcast.js';
 import type { ConformanceCase } from './case.js';
+import { gatherCases } from './gather.js';
 import { negotiationCases } from './negotiation.js';
+import { objectCases } from './objects.js';
+import { pointToPointCases } from './point_to_point.js';
+import { reduceCases } from './reduce.js';
+import { reducescatterCases } from './reducescatter.js';
+import { scatterCases } from './scatter.js';
 
 export const kCases: readonly ConformanceCase[] = [
   ...allreduceCases,
   ...allgatherCases,
   ...broadcastCases,
   ...barrierCases,
+  ...reducescatterCases,
+  ...alltoallCases,
+  ...reduceCases,
+  ...gatherCases,
+  ...scatterCases,
+  ...pointToPointCases,
+  ...objectCases,
   ...negotiationCases,
 ];
 

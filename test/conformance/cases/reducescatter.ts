@@ -1,0 +1,221 @@
+/**
+ * Reducescatter: the element-wise reduction over ranks, split along the first dimension (rank r
+ * gets rows [start_r, start_r + count_r), the first dim0 % N ranks one row more; a 1-D array
+ * splits its elements alike). Every dtype and op at counts 0, 1, N-1, N, N+1 and 1000; 2-D
+ * tensors with option 'out'; prescale/postscale; mismatches; argument errors; the Sync twin.
+ *
+ * Large counts (2^20 + 3 elements) for a subset only, to keep the conformance tier in its time
+ * budget: float32 sum, float64 average (postscaled), int32 sum, int64 bxor. Every dtype and op
+ * meets the large count in the allreduce cases, over the same kernels.
+ */
+import type { RingReduce } from '../../../src/api/runtime.js';
+import { allocShared, kDTypes } from '../../../src/core/dtypes.js';
+import { MismatchError } from '../../../src/core/errors.js';
+import type { DType, ReduceOp, TypedArray } from '../../../src/core/types.js';
+import { evenSplits, offsetsOf, referenceAllreduce, referenceInput, referenceScaledAllreduce } from '../../helpers/reference.js';
+import { kLargeCount } from './allreduce.js';
+import { type ConformanceCase, check, checkArray, checkJson, checkRefused, kCombos, part, rowsOf, settleAll } from './case.js';
+import { mismatch } from './negotiation.js';
+
+interface Scales {
+  prescale?: number;
+  postscale?: number;
+}
+
+/** This rank's rows of the (scaled) allreduce of every rank's reference input of `rows` × `rowLength`. */
+function expectedPart(
+  dtype: DType,
+  op: ReduceOp,
+  rows: number,
+  rowLength: number,
+  rank: number,
+  size: number,
+  scales: Scales = {},
+): TypedArray {
+  const count = rows * rowLength;
+  const whole =
+    scales.prescale === undefined && scales.postscale === undefined
+      ? referenceAllreduce(dtype, op, count, size)
+      : referenceScaledAllreduce(dtype, op, count, size, scales.prescale ?? 1, scales.postscale ?? 1);
+  const splits = evenSplits(rows, size);
+  return rowsOf(whole, offsetsOf(splits)[rank] as number, splits[rank] as number, rowLength);
+}
+
+/** One 1-D reducescatter of every rank's reference input; checks the result's class and values, and the input untouched. */
+async function reducescatterOnce(
+  rr: RingReduce,
+  rank: number,
+  size: number,
+  dtype: DType,
+  op: ReduceOp,
+  count: number,
+  scales: Scales = {},
+): Promise<void> {
+  const scaled = scales.prescale !== undefined || scales.postscale !== undefined;
+  const name = `rs/${dtype}/${op}/${count}${scaled ? `/x${scales.prescale ?? 1}/x${scales.postscale ?? 1}` : ''}`;
+  await part(name, async () => {
+    const reference = referenceInput(dtype, rank, count, op);
+    const mine = reference.slice();
+    const result = await rr.reducescatter(mine, { name, op, ...scales });
+    checkArray(dtype, result, expectedPart(dtype, op, count, 1, rank, size, scales), name);
+    checkArray(dtype, mine, reference, `${name}: the input was modified`);
+  });
+}
+
+const smallCounts: ConformanceCase = {
+  name: 'reducescatter: every dtype and op, 1-D, counts 0, 1, N-1, N, N+1, 1000, all in flight at once',
+  async run(rr, rank, size) {
+    const counts = [...new Set([0, 1, Math.max(0, size - 1), size, size + 1, 1000])];
+    await settleAll(
+      counts.flatMap((count) => kCombos.map(({ dtype, op }) => reducescatterOnce(rr, rank, size, dtype, op, count))),
+    );
+  },
+};
+
+const kLargeSubset: ReadonlyArray<{ dtype: DType; op: ReduceOp; scales?: Scales }> = [
+  { dtype: 'float32', op: 'sum' },
+  { dtype: 'float64', op: 'average', scales: { postscale: 2 } },
+  { dtype: 'int32', op: 'sum' },
+  { dtype: 'int64', op: 'bxor' },
+];
+
+const largeCounts: ConformanceCase = {
+  name: 'reducescatter: 2^20 + 3 elements (float32 sum, float64 average postscaled, int32 sum, int64 bxor)',
+  async run(rr, rank, size) {
+    for (const { dtype, op, scales } of kLargeSubset) await reducescatterOnce(rr, rank, size, dtype, op, kLargeCount, scales);
+  },
+};
+
+const kRowLength = 3;
+
+const shaped: ConformanceCase = {
+  name: "reducescatter: 2-D tensors of 0, 1, N-1, N, N+1, 2N+1 rows, every dtype, { data, shape } out; odd ranks pass 'out'",
+  async run(rr, rank, size) {
+    const rowCounts = [...new Set([0, 1, Math.max(0, size - 1), size, size + 1, 2 * size + 1])];
+    await settleAll(
+      rowCounts.flatMap((rows) =>
+        kDTypes.map((dtype) => {
+          const op: ReduceOp = dtype.startsWith('float') ? 'average' : 'max';
+          const name = `rs-2d/${dtype}/${rows}`;
+          return part(name, async () => {
+            const reference = referenceInput(dtype, rank, rows * kRowLength, op);
+            const mine = reference.slice();
+            const myRows = evenSplits(rows, size)[rank] as number;
+            const out = rank % 2 === 1 ? allocShared(dtype, myRows * kRowLength) : undefined;
+            const tensor = { data: mine, shape: [rows, kRowLength] };
+            const result = await rr.reducescatter(tensor, out ? { name, op, out } : { name, op });
+            if (out) check(result.data === out, `${name}: option 'out'`, 'the result is not the given out');
+            checkJson(result.shape, [myRows, kRowLength], `${name}: the shape`);
+            checkArray(dtype, result.data, expectedPart(dtype, op, rows, kRowLength, rank, size), name);
+            checkArray(dtype, mine, reference, `${name}: the input was modified`);
+          });
+        }),
+      ),
+    );
+  },
+};
+
+const scaled: ConformanceCase = {
+  name: 'reducescatter: prescale and postscale, float32 and float64, every op, N+1 and 1000 elements',
+  async run(rr, rank, size) {
+    const all: Promise<void>[] = [];
+    for (const dtype of ['float32', 'float64'] as const) {
+      for (const op of ['sum', 'average', 'min', 'max', 'product'] as const) {
+        for (const count of [size + 1, 1000]) {
+          all.push(reducescatterOnce(rr, rank, size, dtype, op, count, { prescale: 0.5, postscale: 3 }));
+          all.push(reducescatterOnce(rr, rank, size, dtype, op, count, { prescale: -1.25 }));
+          all.push(reducescatterOnce(rr, rank, size, dtype, op, count, { postscale: 0.1 }));
+        }
+      }
+    }
+    await settleAll(all);
+  },
+};
+
+const refused: ConformanceCase = {
+  name: 'reducescatter: argument errors at the call (bitwise op on floats, scale factors on integers, a wrong out), no rank waits',
+  async run(rr, rank, size) {
+    const last = rank === size - 1;
+    if (last) {
+      await checkRefused(
+        'bitwise op on float32',
+        "option 'op' is 'band' but the tensor is float32: bitwise ops need an integer dtype",
+        () => rr.reducescatter(new Float32Array(4), { name: 'rs-arg', op: 'band' }),
+      );
+      await checkRefused('prescale on int32', "option 'prescale' needs a float tensor, got int32", () =>
+        rr.reducescatter(new Int32Array(4), { name: 'rs-arg', prescale: 2 }),
+      );
+      await checkRefused('postscale on uint64', "option 'postscale' needs a float tensor, got uint64", () =>
+        rr.reducescatter(new BigUint64Array(4), { name: 'rs-arg', postscale: 0.5 }),
+      );
+      const myRows = evenSplits(4, size)[rank] as number;
+      await checkRefused(
+        "an 'out' a row too long",
+        `option 'out' has ${(myRows + 1) * 2} elements but this rank's ${myRows} rows of the result has ${myRows * 2}`,
+        () =>
+          rr.reducescatter(
+            { data: new Float32Array(8), shape: [4, 2] },
+            { name: 'rs-arg', out: allocShared('float32', (myRows + 1) * 2) as Float32Array },
+          ),
+      );
+    }
+    // Nothing was made: the name is free, and every rank's proper call of it works.
+    const result = await rr.reducescatter(new Int32Array(size).fill(rank + 1), { name: 'rs-arg', op: 'bor' });
+    const expected = Array.from({ length: size }, (_, r) => r + 1).reduce((a, b) => a | b, 0);
+    checkJson([...result], [expected], 'the call after the refused ones');
+  },
+};
+
+const mismatches: ConformanceCase[] = [
+  mismatch(
+    'reducescatter shapes',
+    MismatchError,
+    (size) => `Mismatched shapes for tensor 'mm/rs-shape': rank 0 has [4, 3], rank ${size - 1} has [3, 4].`,
+    (rr, odd) => rr.reducescatter({ data: new Float32Array(12), shape: odd ? [3, 4] : [4, 3] }, { name: 'mm/rs-shape' }),
+  ),
+  mismatch(
+    'reducescatter prescale',
+    MismatchError,
+    (size) =>
+      `Mismatched scale factors for tensor 'mm/rs-prescale': rank 0 has prescale 1, postscale 1, ` +
+      `rank ${size - 1} has prescale 2, postscale 1.`,
+    (rr, odd) => rr.reducescatter(new Float64Array(6), { name: 'mm/rs-prescale', ...(odd ? { prescale: 2 } : {}) }),
+  ),
+  mismatch(
+    'reducescatter reduce ops',
+    MismatchError,
+    (size) => `Mismatched reduce ops for tensor 'mm/rs-op': rank 0 has band, rank ${size - 1} has bxor.`,
+    (rr, odd) => rr.reducescatter(new Uint16Array(6), { name: 'mm/rs-op', op: odd ? 'bxor' : 'band' }),
+  ),
+];
+
+const sync: ConformanceCase = {
+  name: 'reducescatterSync: 2-D float32 average with a postscale, 1-D int16 bor',
+  needsSync: true,
+  async run(rr, rank, size) {
+    const rows = 2 * size + 1;
+    const reference = referenceInput('float32', rank, rows * 2, 'average');
+    const avg = rr.reducescatterSync(
+      { data: reference.slice() as Float32Array, shape: [rows, 2] },
+      { name: 'rs-sync/avg', op: 'average', postscale: 4 },
+    );
+    const myRows = evenSplits(rows, size)[rank] as number;
+    checkJson(avg.shape, [myRows, 2], 'average: the shape');
+    checkArray('float32', avg.data, expectedPart('float32', 'average', rows, 2, rank, size, { postscale: 4 }), 'average');
+    const bits = rr.reducescatterSync(referenceInput('int16', rank, size + 1, 'bor').slice() as Int16Array, {
+      name: 'rs-sync/bor',
+      op: 'bor',
+    });
+    checkArray('int16', bits, expectedPart('int16', 'bor', size + 1, 1, rank, size), 'bor');
+  },
+};
+
+export const reducescatterCases: readonly ConformanceCase[] = [
+  smallCounts,
+  largeCounts,
+  shaped,
+  scaled,
+  refused,
+  ...mismatches,
+  sync,
+];
