@@ -15,3 +15,4 @@ export {
   TimeoutError,
 } from './core/errors.js';
 export type { DType, ReduceOp, ShapedTensor, TensorLike, TypedArray } from './core/types.js';
+export * as elastic from './elastic/index.js';

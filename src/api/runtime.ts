@@ -12,6 +12,7 @@ import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
 import type { CollectiveOp, Request } from '../engine/messages.js';
 import { unnamedName } from '../engine/ops/registry.js';
 import type { CallContext, Prepared, Result } from './call.js';
+import { ElasticWorker } from './elastic_worker.js';
 import { EngineClient, type EngineLink } from './engine_client.js';
 import { type AllgatherOptions, prepareAllgather } from './ops/allgather.js';
 import { type AllreduceOptions, prepareAllreduce } from './ops/allreduce.js';
@@ -84,7 +85,7 @@ export class RingReduce {
   private shutDown = false;
 
   /** What the ops' preparations (api/ops/) need from this rank, for the world's collectives. */
-  private readonly world: CallContext;
+  private world: CallContext;
   /** The process sets, by id: the world is not one of them. */
   private readonly sets = new Map<number, ProcessSet>();
   private readonly setContexts = new Map<number, CallContext>();
@@ -92,9 +93,12 @@ export class RingReduce {
   private nextSetId = 1;
 
   private constructor(
-    readonly config: Config,
-    private readonly engine: EngineLink,
+    private current: Config,
+    private engine: EngineLink,
+    /** Elastic mode: where the generations come from (api/elastic_worker.ts). */
+    private readonly elastic?: ElasticWorker,
   ) {
+    const config = current;
     this.world = this.contextFor(undefined);
     for (const ranks of config.processSets) this.registerSet(ranks);
   }
@@ -106,7 +110,50 @@ export class RingReduce {
    */
   static async init(options: InitOptions = {}): Promise<RingReduce> {
     const config = resolveConfig(options);
+    if (config.elasticWorker !== undefined) {
+      const worker = await ElasticWorker.connect(config, config.elasticWorker);
+      const first = await worker.next();
+      return new RingReduce(first, await EngineClient.start(first), worker);
+    }
     return new RingReduce(config, await EngineClient.start(config));
+  }
+
+  /** The configuration of the job this rank is in now (an elastic job's changes with each generation). */
+  get config(): Config {
+    return this.current;
+  }
+
+  /** Elastic mode: the generation of the membership this rank runs in (1 first); 0 otherwise. */
+  generation(): number {
+    return this.elastic?.generation ?? 0;
+  }
+
+  /**
+   * Elastic mode: the newest generation the launcher has published (asked of its store at most
+   * every `maxAgeMs`); a commit compares it with this rank's (elastic/state.ts).
+   */
+  latestGeneration(maxAgeMs: number): Promise<number> {
+    return this.elastic ? this.elastic.latest(maxAgeMs) : Promise.resolve(0);
+  }
+
+  /**
+   * Elastic mode: leaves the current job (after a peer failed, or to let new workers in) and joins
+   * the next generation that lists this rank: ranks are renumbered, process sets are gone, unnamed
+   * calls count from 0 again. Called by elastic.run.
+   */
+  async reform(): Promise<void> {
+    if (!this.elastic) throw new InvalidArgumentError('reform() needs an elastic job (ringrun --elastic)');
+    await this.engine.shutdown();
+    const config = await this.elastic.next();
+    this.engine = await EngineClient.start(config);
+    this.current = config;
+    this.world = this.contextFor(undefined);
+    this.sets.clear();
+    this.setContexts.clear();
+    this.nextSetId = 1;
+    this.unnamedCounters.clear();
+    this.inFlight.clear();
+    this.joining.clear();
   }
 
   /**
@@ -376,6 +423,7 @@ export class RingReduce {
     if (this.shutDown) return;
     this.shutDown = true;
     await this.engine.shutdown();
+    await this.elastic?.close();
   }
 
   /**
@@ -453,9 +501,10 @@ export class RingReduce {
   /** Ranks and names inside `set` (the world when undefined); memory is shared by all. */
   private contextFor(set: ProcessSet | undefined): CallContext {
     const scope = set ? `${set.id}/` : '';
+    const { rank, size } = this.current;
     return {
-      rank: set ? set.rank() : this.config.rank,
-      size: set ? set.size() : this.config.size,
+      rank: set ? set.rank() : rank,
+      size: set ? set.size() : size,
       nameFor: (op, name, label) => {
         if (name !== undefined) return name;
         const key = `${scope}${op}`;
@@ -508,12 +557,6 @@ export class RingReduce {
     const key = `${prepared.set ?? 0}/${name}`;
     try {
       if (this.shutDown) throw new ShutdownError(`${op} '${name}': ringreduce has been shut down`);
-      if (this.joining.has(prepared.set ?? 0) && op !== 'join') {
-        const where = prepared.set ? `process set ${prepared.set}` : 'the job';
-        throw new InvalidArgumentError(
-          `${op} '${name}': rank ${this.config.rank} has joined ${where}; wait for join() to resolve`,
-        );
-      }
       if (this.inFlight.has(key)) {
         const where = prepared.set ? ` in process set ${prepared.set}` : '';
         throw new InvalidArgumentError(`a collective named '${name}' is already in flight${where} on rank ${this.config.rank}`);

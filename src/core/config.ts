@@ -65,6 +65,12 @@ export interface Config {
   readonly timeline: string | undefined;
   /** Process sets defined from the start (ids 1, 2, ... in this order): ranks of the job, the same on every rank. */
   readonly processSets: readonly (readonly number[])[];
+  /**
+   * Elastic mode (ringrun --elastic): this process's worker id. Rank and size then come from the
+   * generation the launcher publishes in its store (elastic/membership.ts), not from the environment,
+   * and no rank hosts the store.
+   */
+  readonly elasticWorker: string | undefined;
 }
 
 export type Backend = 'tcp' | 'mpi' | 'auto';
@@ -217,8 +223,8 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     stallWarningMs: o.stallWarningMs ?? envInt(env, kEnv.stallWarningMs) ?? 30_000,
     heartbeatMs: o.heartbeatMs ?? envInt(env, kEnv.heartbeatMs) ?? 2_000,
     networkInterface: o.networkInterface ?? (env[kEnv.networkInterface] || undefined),
-    // A job of one rank has no connection to protect.
-    secret: size === 1 ? undefined : (o.secret ?? (env[kEnv.secret] || undefined)),
+    // A job of one rank has no connection to protect (an elastic one may grow: its size comes later).
+    secret: size === 1 && !env[kEnv.elasticWorker] ? undefined : (o.secret ?? (env[kEnv.secret] || undefined)),
     logLevel,
     backend: backend as Backend,
     underMpi,
@@ -236,5 +242,6 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     sharedMemory: o.sharedMemory ?? env[kEnv.sharedMemory] !== '0',
     timeline: o.timeline ?? (env[kEnv.timeline] || undefined),
     processSets: checkProcessSets(o.processSets ?? [], size),
+    elasticWorker: env[kEnv.elasticWorker] || undefined,
   });
 }

@@ -29,4 +29,6 @@ export const kEnv = {
   unixSockets: 'RINGREDUCE_UNIX_SOCKETS',
   sharedMemory: 'RINGREDUCE_SHARED_MEMORY',
   timeline: 'RINGREDUCE_TIMELINE',
+  elasticWorker: 'RINGREDUCE_ELASTIC_WORKER',
+  restartAttempt: 'RINGREDUCE_RESTART_ATTEMPT',
 } as const;

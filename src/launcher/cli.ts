@@ -8,9 +8,12 @@ import { Command, CommanderError } from 'commander';
 import { InvalidArgumentError } from '../core/errors.js';
 import { kLogLevels } from '../core/log_levels.js';
 import { parseCount, parseDuration, parseEnvItem, parseLogLevel, parsePort } from './arg_values.js';
+import type { ElasticSettings } from './elastic_driver.js';
+import { runElastic } from './elastic_driver.js';
 import type { EngineSettings } from './env_contract.js';
 import { type HostSlots, parseHostfile, parseHostList } from './hosts.js';
-import type { LaunchConfig } from './launch_config.js';
+import type { LaunchConfig, RunIo } from './launch_config.js';
+import { attemptIo, withRestarts } from './restarts.js';
 import { runJob } from './run_job.js';
 import { runMpi } from './run_mpi.js';
 
@@ -82,6 +85,13 @@ function buildProgram(out: { text: string }): Command {
     .option('--log-level <level>', `${kLogLevels.join(', ')} (RINGREDUCE_LOG_LEVEL, default warn)`)
     .option('--output-dir <dir>', "also write each rank's output to <dir>/rank.<rank>.log")
     .option('--verbose', 'print what ringrun does (ports, pids, start-up, exits, kills) on stderr')
+    .option('--elastic', 'elastic training: a failed rank leaves, the others go on; new slots join (docs/elastic.md)')
+    .option('--min-np <count>', 'elastic: the fewest ranks the job runs with (default: -np)')
+    .option('--max-np <count>', 'elastic: the most ranks the job grows to (default: -np)')
+    .option('--host-discovery-script <path>', 'elastic: prints the slots available, one host:slots line each')
+    .option('--discovery-interval <duration>', 'elastic: how often the discovery script runs (default 1s)')
+    .option('--elastic-timeout <duration>', 'elastic: how long the job may stay below --min-np before it fails (default 60s)')
+    .option('--max-restarts <count>', 'not elastic: after a failure, start the whole job again, up to <count> times')
     .argument('[command...]', 'the program every rank runs, with its own arguments')
     .passThroughOptions()
     .addHelpText('after', kExamples)
@@ -181,6 +191,15 @@ export function parseArgs(
   const sshPort = text('sshPort');
   const sshIdentity = text('sshIdentity');
   const storePort = text('storePort');
+  const elastic = parseElastic(opts.elastic === true, np, raw, text);
+  const maxRestartsText = text('maxRestarts');
+  const maxRestarts =
+    maxRestartsText === undefined || maxRestartsText === '0' ? 0 : parseCount('--max-restarts', maxRestartsText);
+  if (elastic !== undefined && maxRestarts > 0)
+    throw new InvalidArgumentError('--max-restarts is for jobs that are not --elastic');
+  if (elastic !== undefined && backend === 'mpi') throw new InvalidArgumentError('--elastic runs the TCP backend, not mpi');
+  if (elastic !== undefined && hosts !== undefined)
+    throw new InvalidArgumentError('--elastic runs on this machine only (no -H or --hostfile)');
   return {
     kind: 'launch',
     config: {
@@ -202,7 +221,39 @@ export function parseArgs(
       networkInterface,
       address,
       storePort: storePort === undefined ? undefined : parsePort('--store-port', storePort),
+      ...(elastic !== undefined && { elastic }),
+      maxRestarts,
     },
+  };
+}
+
+function parseElastic(
+  on: boolean,
+  np: number,
+  raw: (name: string) => string | undefined,
+  text: (name: string) => string | undefined,
+): ElasticSettings | undefined {
+  const elasticOnly = ['minNp', 'maxNp', 'hostDiscoveryScript', 'discoveryInterval', 'elasticTimeout'];
+  if (!on) {
+    const given = elasticOnly.find((name) => raw(name) !== undefined);
+    if (given !== undefined)
+      throw new InvalidArgumentError(`--${given.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} needs --elastic`);
+    return undefined;
+  }
+  const count = (name: string, flag: string) => {
+    const value = text(name);
+    return value === undefined ? np : parseCount(flag, value);
+  };
+  const duration = (name: string, flag: string, fallback: number) => {
+    const value = text(name);
+    return value === undefined ? fallback : parseDuration(flag, value, { allowZero: false });
+  };
+  return {
+    minNp: count('minNp', '--min-np'),
+    maxNp: count('maxNp', '--max-np'),
+    discoveryScript: text('hostDiscoveryScript'),
+    discoveryIntervalMs: duration('discoveryInterval', '--discovery-interval', 1000),
+    timeoutMs: duration('elasticTimeout', '--elastic-timeout', 60_000),
   };
 }
 
@@ -246,7 +297,13 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
     return 0;
   }
   const verbose = parsed.config.verbose;
-  const run = parsed.config.backend === 'mpi' ? runMpi : runJob;
+  const { elastic } = parsed.config;
+  const once = parsed.config.backend === 'mpi' ? runMpi : runJob;
+  const run =
+    elastic !== undefined
+      ? (config: LaunchConfig, io: RunIo) => runElastic(config, elastic, io)
+      : (config: LaunchConfig, io: RunIo) =>
+          withRestarts(config.maxRestarts, (attempt) => once(config, attemptIo(io, attempt)), io);
   return run(parsed.config, {
     env: process.env,
     cwd: process.cwd(),

@@ -1,4 +1,5 @@
 /** What the launcher's front (cli.ts) hands to the ways of running a job (run_job.ts, run_mpi.ts). */
+import type { ElasticSettings } from './elastic_driver.js';
 import type { EngineSettings } from './env_contract.js';
 import type { HostSlots } from './hosts.js';
 
@@ -21,6 +22,10 @@ export interface LaunchConfig {
   networkInterface: string | undefined;
   address: string | undefined;
   storePort: number | undefined;
+  /** ringrun --elastic (elastic_driver.ts). */
+  elastic?: ElasticSettings;
+  /** Not elastic: how many times a failed job is started again (restarts.ts). */
+  maxRestarts: number;
 }
 
 /** The process-wide things a run uses, passed in so that runs can be tested without a process of their own. */

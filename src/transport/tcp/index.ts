@@ -92,7 +92,8 @@ export function tcpTransportConfig(config: Config, log?: TcpTransportConfig['log
     rank: config.rank,
     size: config.size,
     storeAddress: { host: config.storeHost, port: config.storePort },
-    hostStore: config.rank === 0,
+    // Elastic jobs meet at the launcher's store, which outlives every rank.
+    hostStore: config.rank === 0 && config.elasticWorker === undefined,
     // Unset, the transport binds to the store's interface and advertises the one routing to rank 0.
     ...(config.address === undefined ? {} : { bindHost: config.address, advertiseHost: config.address }),
     ...(config.networkInterface === undefined ? {} : { networkInterface: config.networkInterface }),
