@@ -8,7 +8,7 @@
  *   npm run build
  *   node bin/ringrun.js --elastic --min-np 2 --max-np 4 -np 4 node dist/examples/elastic/train.js --kill-worker w1 --kill-at 20
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -51,7 +51,8 @@ await rr.elastic.run(state, async (state) => {
     const t = performance.now();
     await state.commit();
     commitMs += performance.now() - t;
-    if (resetAt !== undefined && rr.rank() === 0) {
+    // Only after this example's own kill (a rank may fail for other reasons too).
+    if (resetAt !== undefined && rr.rank() === 0 && existsSync(killedAtFile)) {
       const killed = Number(readFileSync(killedAtFile, 'utf8'));
       console.log(`recovered: ${Date.now() - killed} ms from the kill to the first committed step of ${rr.size()} ranks`);
     }
