@@ -22,18 +22,11 @@ import { TcpStoreClient, TcpStoreServer } from '../rendezvous/tcp_store.js';
 import { allocatorEnv, formatHostPort, kLocalAddress, newJobId, newSecret, settingsEnv } from './env_contract.js';
 import { describeExit, signalExitCode } from './failure_report.js';
 import { isLocalHost } from './hosts.js';
-import type { LaunchConfig, RunIo } from './launch_config.js';
-import { type RankExit, RankProcess } from './rank_process.js';
+import type { ElasticSettings, LaunchConfig, RunIo } from './launch_config.js';
 
-export interface ElasticSettings {
-  minNp: number;
-  maxNp: number;
-  /** Prints `host:slots` lines; unset: the job never grows. */
-  discoveryScript: string | undefined;
-  discoveryIntervalMs: number;
-  /** How long the job may stay below minNp before it fails. */
-  timeoutMs: number;
-}
+export type { ElasticSettings } from './launch_config.js';
+
+import { type RankExit, RankProcess } from './rank_process.js';
 
 const kDefaultStartTimeoutMs = 30_000;
 

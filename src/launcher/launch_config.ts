@@ -1,5 +1,4 @@
 /** What the launcher's front (cli.ts) hands to the ways of running a job (run_job.ts, run_mpi.ts). */
-import type { ElasticSettings } from './elastic_driver.js';
 import type { EngineSettings } from './env_contract.js';
 import type { HostSlots } from './hosts.js';
 
@@ -39,4 +38,15 @@ export interface RunIo {
   debug(message: string): void;
   /** Calls `handler` on every interrupt until the returned function is called. */
   onInterrupt(handler: (signal: NodeJS.Signals) => void): () => void;
+}
+
+/** ringrun --elastic's settings (elastic_driver.ts). */
+export interface ElasticSettings {
+  minNp: number;
+  maxNp: number;
+  /** Prints `host:slots` lines; unset: the job never grows. */
+  discoveryScript: string | undefined;
+  discoveryIntervalMs: number;
+  /** How long the job may stay below minNp before it fails. */
+  timeoutMs: number;
 }
