@@ -7,6 +7,16 @@
  * fails the whole group too (see `fail`).
  */
 import type { ErrorResponse, Request, Response } from './messages.js';
+import { specOf } from './ops/registry.js';
+
+/** `responses` reordered (stably) so that those with the same fusion key are adjacent. */
+function byFusionKey(responses: readonly Response[]): Response[] {
+  const keyOf = (r: Response) =>
+    r.kind === 'execute' ? `${r.request.op}/${specOf(r.request).fusionKey?.(r.request) ?? ''}` : '';
+  const order = new Map<string, number>();
+  for (const r of responses) if (!order.has(keyOf(r))) order.set(keyOf(r), order.size);
+  return [...responses].sort((a, b) => (order.get(keyOf(a)) ?? 0) - (order.get(keyOf(b)) ?? 0));
+}
 
 interface HeldGroup {
   size: number;
@@ -39,7 +49,8 @@ export class GroupGate {
     this.held.delete(group.name);
     const responses = held.responses as Response[];
     const failed = responses.find((r): r is ErrorResponse => r.kind === 'error');
-    if (!failed) return responses;
+    // Members that fuse together next to each other: fusion merges consecutive responses only.
+    if (!failed) return byFusionKey(responses);
     // One member's failure is the group's: every member fails with it, on every rank.
     return responses.map((r) => ({ ...failed, names: r.names, message: `group '${group.name}': ${failed.message}` }));
   }

@@ -115,16 +115,19 @@ export class ReadyPath {
 
   /**
    * Takes every ready id out of the rounds (a rank of the set joined: from this agreed place on,
-   * everything goes to rank 0 in full) and returns them; they stay in the cache.
+   * everything goes to rank 0 in full) and returns them; they stay in the cache. Every id the
+   * cache has handed out (`idCount`) is blocked, not only this rank's ready ones: the open round
+   * may close only after the join, when other ranks hold new submissions of these ids, and every
+   * rank must then ignore the same ones.
    */
-  withdrawAll(): number[] {
-    const ids = this.rounds.readyIds();
-    for (const id of ids) {
+  withdrawAll(idCount: number): number[] {
+    const ready = this.rounds.readyIds();
+    for (const id of ready) this.rounds.remove(id);
+    for (let id = 0; id < idCount; id++) {
       this.eager.withdraw(id);
       this.rounds.block(id);
-      this.rounds.remove(id);
     }
-    return ids;
+    return ready;
   }
 
   /** The cached collective `id` failed: this rank's submission of it (`ours`) is over; a newer one reports again. */

@@ -375,7 +375,7 @@ export class SetEngine {
     if (this.joinMode) return;
     this.joinMode = true;
     const resend: Request[] = [];
-    for (const id of this.ready.withdrawAll()) {
+    for (const id of this.ready.withdrawAll(this.cache.size)) {
       const request = this.cache.request(id);
       const entry = request && this.queue.get(request.name);
       if (entry) resend.push(entry.request);

@@ -1,0 +1,394 @@
+/**
+ * Grouped collectives with real ranks (4), over the memory world and TCP worker threads: results
+ * in order with mixed dtypes and shapes, fusion (memory world: the engines' execution counts),
+ * atomicity (a member missing on one rank holds the whole group back; stalled, it fails the group
+ * with a TimeoutError naming it on every rank), groupedAllgather, groupedReducescatter, and a
+ * group in a process set.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { ProcessSet, RingReduce } from '../../src/api/runtime.js';
+import { InvalidArgumentError, TimeoutError } from '../../src/core/errors.js';
+import type { TypedArray } from '../../src/core/types.js';
+import { allreduceGroupMember, memoryEngineOf } from '../helpers/group_member.js';
+import { addSet, bounded, kWorldFactories, removeSet, sleep, withDeadline } from '../helpers/real_worlds.js';
+import { stopWorld } from '../helpers/world.js';
+
+const kSize = 4;
+const kStallTimeoutMs = 1500;
+const kTestMs = 20_000;
+
+/** Rows [start, count) of the even split of `rows` over `size` ranks (reducescatter's). */
+function rowsOf(rows: number, size: number, rank: number): [number, number] {
+  const base = Math.floor(rows / size);
+  const extra = rows % size;
+  return [rank * base + Math.min(rank, extra), base + (rank < extra ? 1 : 0)];
+}
+
+/** The tensors of the mixed group, for `rank` at iteration `it`: typed arrays and shaped tensors. */
+function mixedTensors(rank: number, it: number) {
+  return [
+    Float32Array.from({ length: 5 }, (_, i) => rank + i * 0.5 + it),
+    { data: Int32Array.from({ length: 6 }, (_, i) => rank * 10 - i + it), shape: [2, 3] },
+    Float64Array.from({ length: 3000 }, (_, i) => rank * i + it),
+    { data: new Float32Array(16).fill(rank + it), shape: [4, 4] },
+    Uint8Array.from({ length: 3 }, (_, i) => rank + i + it),
+    BigInt64Array.from([BigInt(rank + it) << 40n, -BigInt(rank)]),
+  ] as const;
+}
+
+/** Element-wise sum over ranks of the mixed group's member `m`, as plain numbers (BigInts as they are). */
+function mixedSum(m: number, it: number): (number | bigint)[] {
+  const parts = Array.from({ length: kSize }, (_, r) => {
+    const t = mixedTensors(r, it)[m] as TypedArray | { data: TypedArray };
+    return [...(ArrayBuffer.isView(t) ? t : t.data)] as (number | bigint)[];
+  });
+  return (parts[0] as (number | bigint)[]).map((_, i) =>
+    parts.reduce<number | bigint>(
+      (a, p) => (typeof a === 'bigint' ? a + (p[i] as bigint) : a + (p[i] as number)),
+      typeof parts[0]?.[0] === 'bigint' ? 0n : 0,
+    ),
+  );
+}
+
+interface ExecutionCounts {
+  executions: number;
+  fused: number;
+}
+
+/** Each memory rank's world executions so far, and how many were fused. */
+function executionCounts(world: readonly RingReduce[]): ExecutionCounts[] {
+  return world.map((rr) => ({ ...memoryEngineOf(rr).executionCounts }));
+}
+
+/** Each rank's executions and fused executions since `before`. */
+function countsSince(world: readonly RingReduce[], before: readonly ExecutionCounts[]): ExecutionCounts[] {
+  return executionCounts(world).map((c, rank) => ({
+    executions: c.executions - (before[rank]?.executions ?? 0),
+    fused: c.fused - (before[rank]?.fused ?? 0),
+  }));
+}
+
+function dataOf(x: unknown): TypedArray {
+  return ArrayBuffer.isView(x) ? (x as TypedArray) : (x as { data: TypedArray }).data;
+}
+
+for (const factory of kWorldFactories) {
+  describe(`grouped collectives, ${factory.name}, ${kSize} ranks`, () => {
+    let world: RingReduce[] = [];
+    before(async () => {
+      world = await factory.start(kSize, { stallTimeoutMs: kStallTimeoutMs });
+    });
+    after(async () => {
+      await withDeadline(stopWorld(world), 10_000, 'shutdown');
+    });
+
+    test(
+      'groupedAllreduce: results in order, mixed dtypes and shapes, each of the kind passed',
+      bounded(kTestMs, async () => {
+        for (let it = 0; it < 3; it++) {
+          const results = await Promise.all(
+            world.map((rr, rank) => rr.groupedAllreduce(mixedTensors(rank, it), { name: 'mix' })),
+          );
+          for (const [rank, outs] of results.entries()) {
+            const ins = mixedTensors(rank, it);
+            assert.equal(outs.length, ins.length);
+            for (const [m, out] of outs.entries()) {
+              const input = ins[m];
+              const where = `member ${m}, rank ${rank}, iteration ${it}`;
+              if (ArrayBuffer.isView(input)) {
+                assert.equal((out as TypedArray).constructor, input.constructor, `kind, ${where}`);
+              } else {
+                assert.deepEqual((out as unknown as { shape: number[] }).shape, input.shape, `shape, ${where}`);
+                assert.equal(dataOf(out).constructor, input.data.constructor, `kind, ${where}`);
+              }
+              const want = mixedSum(m, it);
+              // uint8 wraps like C.
+              const wrapped = input instanceof Uint8Array ? want.map((v) => (v as number) & 0xff) : want;
+              assert.deepEqual([...dataOf(out)], wrapped, `values, ${where}`);
+            }
+          }
+        }
+        // Other ops, and unnamed groups matched by call order.
+        const maxes = await Promise.all(
+          world.map((rr, rank) =>
+            rr.groupedAllreduce([new Float32Array([rank, 5 - rank]), new Int32Array([rank * 3, 7 - rank, 0])], { op: 'max' }),
+          ),
+        );
+        for (const [a, b] of maxes) {
+          assert.deepEqual([...(a as Float32Array)], [3, 5]);
+          assert.deepEqual([...(b as Int32Array)], [9, 7, 0]);
+        }
+        const averages = await Promise.all(
+          world.map((rr, rank) =>
+            rr.groupedAllreduce([new Float64Array([rank * 2]), { data: new Float32Array(4).fill(rank), shape: [2, 2] }], {
+              op: 'average',
+            }),
+          ),
+        );
+        for (const [a, b] of averages) {
+          assert.deepEqual([...dataOf(a)], [3]);
+          assert.deepEqual([...dataOf(b)], [1.5, 1.5, 1.5, 1.5]);
+        }
+      }),
+    );
+
+    test(
+      'argument errors: an empty group, a bad member (nothing is submitted: the name stays free)',
+      bounded(kTestMs, async () => {
+        const rr0 = world[0] as RingReduce;
+        await assert.rejects(rr0.groupedAllreduce([], { name: 'bad' }), /groupedAllreduce needs a non-empty array of tensors/);
+        await assert.rejects(rr0.groupedAllgather('x' as never), InvalidArgumentError);
+        await assert.rejects(rr0.groupedAllreduce([new Float32Array(2), 'x' as never], { name: 'bad' }), InvalidArgumentError);
+        await assert.rejects(rr0.groupedAllreduce([new Int32Array(2)], { name: 'bad', op: 'average' }), /average/);
+        const outs = await Promise.all(
+          world.map((rr) => rr.groupedAllreduce([new Float32Array([1]), new Int32Array([2])], { name: 'bad' })),
+        );
+        for (const [a, b] of outs) assert.deepEqual([dataOf(a)[0], dataOf(b)[0]], [4, 8]);
+      }),
+    );
+
+    if (factory.name === 'memory') {
+      test(
+        'fused: a group of one dtype runs as one execution, a group of two dtypes as two',
+        bounded(kTestMs, async () => {
+          const counts = () => executionCounts(world);
+          const delta = (before: ExecutionCounts[]) => countsSince(world, before);
+          const sameDtype = (rank: number) => [
+            new Float32Array(10).fill(rank),
+            new Float32Array(2000).fill(rank),
+            { data: new Float32Array(9).fill(rank), shape: [3, 3] },
+            new Float32Array(1).fill(rank),
+          ];
+          for (let it = 0; it < 2; it++) {
+            const before = counts();
+            const outs = await Promise.all(world.map((rr, rank) => rr.groupedAllreduce(sameDtype(rank), { name: 'fuse1' })));
+            for (const out of outs) for (const t of out) assert.ok(dataOf(t).every((v) => v === 6));
+            assert.deepEqual(delta(before), new Array(kSize).fill({ executions: 1, fused: 1 }), `iteration ${it}`);
+          }
+          const twoDtypes = (rank: number) => [
+            new Float32Array(10).fill(rank),
+            new Float32Array(30).fill(rank),
+            new Int32Array(20).fill(rank),
+            { data: new Int32Array(4).fill(rank), shape: [2, 2] },
+          ];
+          const before = counts();
+          const outs = await Promise.all(world.map((rr, rank) => rr.groupedAllreduce(twoDtypes(rank), { name: 'fuse2' })));
+          for (const out of outs) for (const t of out) assert.ok(dataOf(t).every((v) => v === 6));
+          assert.deepEqual(delta(before), new Array(kSize).fill({ executions: 2, fused: 2 }));
+          // The same four one at a time: four executions, none fused (the counts mean what they say).
+          const alone = counts();
+          for (const [i, t] of twoDtypes(0).entries()) {
+            await Promise.all(world.map((rr) => rr.allreduce(t, { name: `alone/${i}` })));
+          }
+          assert.deepEqual(delta(alone), new Array(kSize).fill({ executions: 4, fused: 0 }));
+        }),
+      );
+
+      test(
+        'fused: a group with interleaved dtypes (f32, i32, f32, i32) still runs as one fused execution per dtype',
+        bounded(kTestMs, async () => {
+          const counts = () => executionCounts(world);
+          const delta = (before: ExecutionCounts[]) => countsSince(world, before);
+          const interleaved = (rank: number) => [
+            new Float32Array(10).fill(rank),
+            new Int32Array(20).fill(rank),
+            new Float32Array(30).fill(rank),
+            { data: new Int32Array(4).fill(rank), shape: [2, 2] },
+          ];
+          const beforeInterleaved = counts();
+          const mixed = await Promise.all(world.map((rr, rank) => rr.groupedAllreduce(interleaved(rank), { name: 'fuse3' })));
+          for (const out of mixed) for (const t of out) assert.ok(dataOf(t).every((v) => v === 6));
+          assert.deepEqual(delta(beforeInterleaved), new Array(kSize).fill({ executions: 2, fused: 2 }), 'f32, i32, f32, i32');
+        }),
+      );
+    }
+
+    test(
+      'atomic: a member missing on one rank holds the whole group back until it arrives',
+      bounded(kTestMs, async () => {
+        for (let it = 0; it < 2; it++) {
+          const value = (rank: number, m: number) => (rank + 1) * (m + 1) + it;
+          const tensors = (rank: number) => [
+            new Float32Array(8).fill(value(rank, 0)),
+            new Int32Array(1000).fill(value(rank, 1)),
+            new Float32Array(3).fill(value(rank, 2)),
+          ];
+          const settled: string[] = [];
+          const mark = <T>(what: string, p: Promise<T>) =>
+            p.then((v) => {
+              settled.push(what);
+              return v;
+            });
+          const calls: Promise<unknown>[] = [];
+          for (const [rank, rr] of world.entries()) {
+            if (rank === 2) {
+              for (const index of [0, 1]) {
+                calls.push(
+                  mark(
+                    `rank 2 member ${index}`,
+                    allreduceGroupMember(rr, tensors(2)[index] as TypedArray, { group: 'late', size: 3, index }),
+                  ),
+                );
+              }
+            } else {
+              calls.push(mark(`rank ${rank} group`, rr.groupedAllreduce(tensors(rank), { name: 'late' })));
+            }
+          }
+          await sleep(500);
+          assert.deepEqual(settled, [], `iteration ${it}: nothing runs before the last member is in`);
+          const last = mark(
+            'rank 2 member 2',
+            allreduceGroupMember(world[2] as RingReduce, tensors(2)[2] as TypedArray, { group: 'late', size: 3, index: 2 }),
+          );
+          const results = await Promise.all([...calls, last]);
+          assert.equal(settled.length, 6);
+          const sum = (m: number) => [0, 1, 2, 3].reduce((a, r) => a + value(r, m), 0);
+          for (const [i, result] of results.entries()) {
+            const outs = Array.isArray(result) ? (result as TypedArray[]) : undefined;
+            if (outs)
+              for (const [m, out] of outs.entries())
+                assert.ok(
+                  out.every((v) => v === sum(m)),
+                  `member ${m}: ${out[0]}`,
+                );
+            else {
+              // Rank 2's members, in submission order: 0, 1, then 2.
+              const m = i === 2 ? 0 : i === 3 ? 1 : 2;
+              assert.ok(
+                (result as TypedArray).every((v) => v === sum(m)),
+                `rank 2 member ${m}: ${(result as TypedArray)[0]}`,
+              );
+            }
+          }
+        }
+      }),
+    );
+
+    test(
+      'a member that never arrives on one rank: the whole group fails with a TimeoutError naming it, on every rank',
+      bounded(kTestMs, async () => {
+        const calls: Promise<unknown>[] = [];
+        for (const [rank, rr] of world.entries()) {
+          const tensors = [new Float32Array([rank]), new Int32Array([rank, rank]), new Float32Array(100).fill(rank)];
+          if (rank === 2) {
+            for (const index of [0, 1])
+              calls.push(allreduceGroupMember(rr, tensors[index] as TypedArray, { group: 'stall', size: 3, index }));
+          } else calls.push(rr.groupedAllreduce(tensors, { name: 'stall' }));
+        }
+        const t0 = performance.now();
+        const settled = await Promise.allSettled(calls);
+        const waited = performance.now() - t0;
+        assert.ok(waited >= kStallTimeoutMs - 100, `failed after the stall timeout: ${waited} ms`);
+        const messages = settled.map((s, i) => {
+          assert.equal(s.status, 'rejected', `call ${i}`);
+          const reason = (s as PromiseRejectedResult).reason as Error;
+          assert.ok(reason instanceof TimeoutError, `call ${i}: ${reason.name}: ${reason.message}`);
+          assert.match(reason.message, /'stall\/2'.*ranks 2 did not submit it/);
+          return reason.message;
+        });
+        assert.equal(new Set(messages).size, 1, `the same message everywhere: ${messages.join(' | ')}`);
+        // The job goes on, the group's name too.
+        const outs = await Promise.all(
+          world.map((rr, rank) => rr.groupedAllreduce([new Float32Array([rank]), new Int32Array([1])], { name: 'stall' })),
+        );
+        for (const [a, b] of outs) assert.deepEqual([dataOf(a)[0], dataOf(b)[0]], [6, 4]);
+      }),
+    );
+
+    test(
+      'groupedAllgather and groupedReducescatter: mixed dtypes, shapes and first dimensions',
+      bounded(kTestMs, async () => {
+        const gatherIn = (rank: number) => [
+          { data: Float32Array.from({ length: (rank + 1) * 2 }, (_, i) => rank * 100 + i), shape: [rank + 1, 2] },
+          { data: new Int32Array((4 - rank) * 3).fill(rank), shape: [4 - rank, 3] },
+          // Rank 0 gives no rows.
+          Uint8Array.from({ length: rank }, () => rank),
+        ];
+        const gathered = await Promise.all(world.map((rr, rank) => rr.groupedAllgather(gatherIn(rank), { name: 'gg' })));
+        for (const outs of gathered) {
+          const [a, b, c] = outs as [{ data: Float32Array; shape: number[] }, { data: Int32Array; shape: number[] }, Uint8Array];
+          assert.deepEqual(a.shape, [10, 2]);
+          assert.deepEqual(
+            [...a.data],
+            [0, 1, 2, 3].flatMap((r) => [...dataOf(gatherIn(r)[0])]),
+          );
+          assert.deepEqual(b.shape, [10, 3]);
+          assert.deepEqual(
+            [...b.data],
+            [0, 1, 2, 3].flatMap((r) => new Array<number>((4 - r) * 3).fill(r)),
+          );
+          assert.ok(c instanceof Uint8Array);
+          assert.deepEqual([...c], [1, 2, 2, 3, 3, 3]);
+        }
+        const rsIn = (rank: number) => [
+          { data: Float32Array.from({ length: 16 }, (_, i) => rank * i), shape: [8, 2] },
+          { data: Int32Array.from({ length: 18 }, (_, i) => rank - i), shape: [6, 3] },
+          Float64Array.from({ length: 5 }, (_, i) => rank + i),
+        ];
+        const scattered = await Promise.all(world.map((rr, rank) => rr.groupedReducescatter(rsIn(rank), { name: 'grs' })));
+        for (const [rank, outs] of scattered.entries()) {
+          for (const [m, out] of outs.entries()) {
+            const input = rsIn(rank)[m] as TypedArray | { data: TypedArray; shape: number[] };
+            const shape = ArrayBuffer.isView(input) ? [input.length] : input.shape;
+            const rowSize = shape.slice(1).reduce((a, b) => a * b, 1);
+            const [start, count] = rowsOf(shape[0] as number, kSize, rank);
+            const total = (i: number) => [0, 1, 2, 3].reduce((a, r) => a + (dataOf(rsIn(r)[m])[i] as number), 0);
+            const want = Array.from({ length: count * rowSize }, (_, i) => total(start * rowSize + i));
+            if (!ArrayBuffer.isView(input))
+              assert.deepEqual((out as unknown as { shape: number[] }).shape, [count, ...shape.slice(1)]);
+            assert.deepEqual([...dataOf(out)], want, `reducescatter member ${m}, rank ${rank}`);
+          }
+        }
+        const averaged = await Promise.all(
+          world.map((rr, rank) =>
+            rr.groupedReducescatter([new Float32Array(4).fill(rank), new Float64Array(8).fill(2 * rank)], {
+              name: 'grs-avg',
+              op: 'average',
+            }),
+          ),
+        );
+        for (const [a, b] of averaged) {
+          assert.deepEqual([...dataOf(a)], [1.5]);
+          assert.deepEqual([...dataOf(b)], [3, 3]);
+        }
+      }),
+    );
+
+    test(
+      'a group in a process set (set order [3, 1]) next to a world group of the same name',
+      bounded(kTestMs, async () => {
+        const sets = await addSet(world, [3, 1]);
+        const results = await Promise.all(
+          world.map(async (rr, rank) => {
+            const set = sets[rank] as ProcessSet;
+            const inWorld = rr.groupedAllreduce([new Float32Array([rank]), new Int32Array([rank, 1])], { name: 'pg' });
+            if (!set.includes(rank)) return { world: await inWorld };
+            const [w, reduced, gathered] = await Promise.all([
+              inWorld,
+              rr.groupedAllreduce([new Float32Array(3).fill(rank * 10), new Int32Array([rank])], { name: 'pg', processSet: set }),
+              rr.groupedAllgather(
+                [new Int32Array([rank]), { data: new Float32Array(2 * (set.rank() + 1)).fill(rank), shape: [set.rank() + 1, 2] }],
+                {
+                  name: 'pg-gather',
+                  processSet: set,
+                },
+              ),
+            ]);
+            return { world: w, reduced, gathered };
+          }),
+        );
+        for (const [rank, r] of results.entries()) {
+          assert.deepEqual([dataOf(r.world[0])[0], ...dataOf(r.world[1])], [6, 6, 4], `world group, rank ${rank}`);
+          if (!r.reduced || !r.gathered) continue;
+          assert.deepEqual([...dataOf(r.reduced[0])], [40, 40, 40], `set group, rank ${rank}`);
+          assert.deepEqual([...dataOf(r.reduced[1])], [4]);
+          // Set order: job rank 3 first.
+          assert.deepEqual([...dataOf(r.gathered[0])], [3, 1]);
+          assert.deepEqual([...dataOf(r.gathered[1])], [3, 3, 1, 1, 1, 1]);
+        }
+        await removeSet(world, sets);
+      }),
+    );
+  });
+}
