@@ -1,9 +1,11 @@
 /**
  * The demo's options, from the command line or the environment (flags win):
  *   --epochs N          MNIST_EPOCHS          epochs to train (default 8)
- *   --steps N           MNIST_STEPS           cap on steps per epoch, for quick runs (default: all)
- *   --batch-size N      MNIST_BATCH_SIZE      samples per step on each rank (default 128)
- *   --lr X              MNIST_LR              single-rank Adam learning rate, scaled by size (default 0.001)
+ *   --steps N           MNIST_STEPS           cap on batches per epoch, for quick runs (default: all)
+ *   --batch-size N      MNIST_BATCH_SIZE      samples per batch on each rank (default 128)
+ *   --backward-passes K MNIST_BACKWARD_PASSES batches per weight update (DistributedOptimizer's
+ *                                             backwardPassesPerStep; default 1)
+ *   --lr X              MNIST_LR              single-rank Adam learning rate, scaled by size × K (default 0.001)
  *   --warmup-epochs N   MNIST_WARMUP_EPOCHS   learning-rate warm-up (default 2)
  *   --backend B         MNIST_BACKEND         wasm (default) or cpu
  *   --min-accuracy X    MNIST_MIN_ACCURACY    fail below this test accuracy (default 0.9; 0 when --steps is set)
@@ -15,6 +17,7 @@ export interface TrainOptions {
   epochs: number;
   steps: number | undefined;
   batchSize: number;
+  backwardPasses: number;
   lr: number;
   warmupEpochs: number;
   backend: BackendName;
@@ -25,6 +28,7 @@ const kFlags = {
   epochs: { env: 'MNIST_EPOCHS', fallback: '8' },
   steps: { env: 'MNIST_STEPS', fallback: undefined },
   'batch-size': { env: 'MNIST_BATCH_SIZE', fallback: '128' },
+  'backward-passes': { env: 'MNIST_BACKWARD_PASSES', fallback: '1' },
   lr: { env: 'MNIST_LR', fallback: '0.001' },
   'warmup-epochs': { env: 'MNIST_WARMUP_EPOCHS', fallback: '2' },
   backend: { env: 'MNIST_BACKEND', fallback: 'wasm' },
@@ -57,6 +61,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): T
     epochs: number('epochs', positiveInt) as number,
     steps,
     batchSize: number('batch-size', positiveInt) as number,
+    backwardPasses: number('backward-passes', positiveInt) as number,
     lr: number('lr', (v) => v > 0) as number,
     warmupEpochs: number('warmup-epochs', (v) => v >= 0) as number,
     backend,

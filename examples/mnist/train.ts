@@ -37,16 +37,18 @@ async function main(): Promise<void> {
   const perRank = Math.min(shard.end - shard.start, (options.steps ?? Number.POSITIVE_INFINITY) * options.batchSize);
   const mine = slice(train, shard.start, shard.start + perRank);
   const [xs, ys] = tensorsOf(mine);
+  const passes = options.backwardPasses;
+  const perUpdate = passes === 1 ? 'per step' : `per update of ${passes} batches`;
   log(
     `MNIST on ${size} rank(s), tfjs backend ${tf.getBackend()}: ${perRank} training samples per rank, ` +
-      `batch ${options.batchSize} per rank (${options.batchSize * size} per step), ${options.epochs} epoch(s)`,
+      `batch ${options.batchSize} per rank (${options.batchSize * size * passes} ${perUpdate}), ${options.epochs} epoch(s)`,
   );
 
-  // The learning rate grows with the global batch (× size), reached by a warm-up.
-  const lr = options.lr * size;
+  // The learning rate grows with the samples per update (× size × passes), reached by a warm-up.
+  const lr = options.lr * size * passes;
   const model = buildModel();
   model.compile({
-    optimizer: new rrtf.DistributedOptimizer(tf.train.adam(lr)),
+    optimizer: new rrtf.DistributedOptimizer(tf.train.adam(lr), { backwardPassesPerStep: passes }),
     loss: 'categoricalCrossentropy',
     metrics: ['accuracy'],
   });

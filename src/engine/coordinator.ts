@@ -149,6 +149,8 @@ export class Coordinator {
   /** Every waiting name, oldest first within each kind; a joined rank counts as having submitted it. */
   private *waiting(): Iterable<[string, WaitingName]> {
     for (const [name, entry] of this.pending) {
+      // A join waits as long as the others still have data: it is not a stall (a dead rank still fails it).
+      if (entry.requests.find((r) => r !== undefined)?.op === 'join') continue;
       if (!this.joins.active) yield [name, entry];
       else
         yield [name, { ...entry, requests: entry.requests.map((r, rank) => r ?? (this.joins.has(rank) ? kStandIn : undefined)) }];

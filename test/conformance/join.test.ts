@@ -398,3 +398,25 @@ for (const factory of kWorldFactories) {
     );
   });
 }
+
+for (const factory of kWorldFactories) {
+  test(`join, ${factory.name}: a rank that waits in join longer than the stall timeout is not a stall`, async () => {
+    const world = await factory.start(3, { stallTimeoutMs: 300 });
+    try {
+      const first = world[0]?.join() as Promise<number>;
+      // The others keep training for twice the stall timeout, then join.
+      for (let step = 0; step < 6; step++) {
+        await Promise.all(world.slice(1).map((rr, i) => rr.allreduce(new Float32Array([i]), { name: 'late' })));
+        await sleep(100);
+      }
+      await sleep(200);
+      const lasts = await withDeadline(Promise.all([first, world[1]?.join(), world[2]?.join()]), 5000, 'join');
+      assert.ok(
+        lasts.every((last) => last === lasts[0] && last !== 0),
+        `join resolved to ${lasts.join(', ')}`,
+      );
+    } finally {
+      await stopWorld(world);
+    }
+  });
+}

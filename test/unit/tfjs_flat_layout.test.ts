@@ -31,6 +31,30 @@ test('a layout refuses parts or buffers of the wrong size', () => {
   assert.throws(() => new FlatLayout([1.5]), /not a non-negative integer/);
 });
 
+test('a layout adds parts into a running sum in place, checking sizes like pack', () => {
+  const layout = new FlatLayout([2, 1]);
+  const sum = layout.pack([[1, 2], [3]], new Float32Array(3));
+  assert.equal(layout.accumulate([Float32Array.of(10, 20), [30]], sum), sum);
+  assert.deepEqual([...sum], [11, 22, 33]);
+  assert.throws(() => layout.accumulate([[1, 2]], sum), /expected 2 parts/);
+  assert.throws(() => layout.accumulate([[1], [2]], sum), /part 0 has 1 elements/);
+  assert.deepEqual([...sum], [11, 22, 33], 'a refused part adds nothing');
+});
+
+test('a gradient bundle names its layout by names and sizes, a missing gradient included', () => {
+  const a = tf.tensor1d([1, 2]);
+  const b = tf.scalar(3);
+  assert.equal(
+    new GradientBundle([
+      { name: 'a', tensor: a },
+      { name: 'b', tensor: null as unknown as tf.Tensor },
+    ]).signature,
+    'a:2,b:-',
+  );
+  assert.equal(new GradientBundle({ a, b }).signature, 'a:2,b:1');
+  tf.dispose([a, b]);
+});
+
 test('a gradient bundle round-trips an array of named gradients, keeping shapes, order and missing ones', () => {
   const grads = [
     {

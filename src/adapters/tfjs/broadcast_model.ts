@@ -4,9 +4,8 @@
  * starting points; random initialisation differs per process, so broadcast before step one.
  */
 import * as tf from '@tensorflow/tfjs';
-import { type BroadcastManyOptions, broadcastObject, broadcastTensors } from './broadcast_tensors.js';
+import { type BroadcastManyOptions, broadcastObject, broadcastTensors, isRootOf } from './broadcast_tensors.js';
 import type { NamedTensor } from './gradient_bundle.js';
-import { collectivesOf } from './runtime.js';
 
 /**
  * Assigns the root's values to `variables` on every rank (same shapes and order everywhere).
@@ -17,7 +16,7 @@ import { collectivesOf } from './runtime.js';
  */
 export async function broadcastVariables(variables: readonly tf.Variable[], options: BroadcastManyOptions = {}): Promise<void> {
   const received = await broadcastTensors(variables, { ...options, name: options.name ?? 'broadcastVariables' });
-  const isRoot = collectivesOf(options).rank() === (options.root ?? 0);
+  const isRoot = isRootOf(options);
   variables.forEach((v, i) => {
     if (!isRoot) v.assign(received[i] as tf.Tensor);
   });
@@ -38,7 +37,7 @@ export interface BroadcastModelOptions extends BroadcastManyOptions {
  */
 export async function broadcastModel(model: tf.LayersModel, options: BroadcastModelOptions = {}): Promise<void> {
   const name = options.name ?? 'broadcastModel';
-  const isRoot = collectivesOf(options).rank() === (options.root ?? 0);
+  const isRoot = isRootOf(options);
   const weights = await broadcastTensors(model.getWeights(), { ...options, name: `${name}.weights` });
   if (!isRoot) model.setWeights(weights);
   tf.dispose(weights);
@@ -61,7 +60,7 @@ interface SlotManifest {
  */
 export async function broadcastOptimizerState(optimizer: tf.Optimizer, options: BroadcastManyOptions = {}): Promise<void> {
   const name = options.name ?? 'broadcastOptimizerState';
-  const isRoot = collectivesOf(options).rank() === (options.root ?? 0);
+  const isRoot = isRootOf(options);
   const own: NamedTensor[] = isRoot ? await optimizer.getWeights() : [];
   const manifest = await broadcastObject<SlotManifest[]>(
     own.map(({ name: slot, tensor }) => ({ name: slot, shape: tensor.shape, dtype: tensor.dtype })),

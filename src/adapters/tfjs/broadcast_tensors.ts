@@ -6,11 +6,11 @@
 import type * as tf from '@tensorflow/tfjs';
 import { InvalidArgumentError } from '../../index.js';
 import { FlatLayout } from './flat_layout.js';
-import { type Collectives, collectivesOf, type RuntimeOption } from './runtime.js';
+import { collectivesOf, type ProcessSetOption, type RuntimeOption, type Scope, scopeOf } from './runtime.js';
 import { checkTensor, read, toTensor, type WireArray } from './tensor_codec.js';
 
-export interface BroadcastManyOptions extends RuntimeOption {
-  /** The rank whose values every rank receives (default 0). */
+export interface BroadcastManyOptions extends RuntimeOption, ProcessSetOption {
+  /** The rank whose values every rank receives (default 0; a rank of the process set, if one is given). */
   root?: number;
   /** Prefix of the collectives' names; the same on every rank. */
   name?: string;
@@ -28,7 +28,8 @@ const kGroups = [
  */
 export async function broadcastTensors(tensors: readonly tf.Tensor[], options: BroadcastManyOptions = {}): Promise<tf.Tensor[]> {
   const collectives = collectivesOf(options);
-  const root = rootOf(options, collectives);
+  const scope = scopeOf(collectives, options.processSet);
+  const root = rootOf(options, scope);
   const name = options.name ?? 'broadcastTensors';
   tensors.forEach((t, i) => {
     checkTensor(t, `tensors[${i}]`);
@@ -41,7 +42,7 @@ export async function broadcastTensors(tensors: readonly tf.Tensor[], options: B
     const layout = new FlatLayout(members.map((t) => t.size));
     const parts = await Promise.all(members.map(read));
     const flat = layout.pack(parts, group.make(layout.total) as WireArray);
-    const received = await collectives.broadcast(flat, { root, name: `${name}.${group.dtype}` });
+    const received = await collectives.broadcast(flat, { ...scope.options, root, name: `${name}.${group.dtype}` });
     layout.unpack(received as WireArray).forEach((view, k) => {
       const member = members[k] as tf.Tensor;
       out[indices[k] as number] = toTensor(view, member.shape, member.dtype);
@@ -60,15 +61,23 @@ export async function broadcastTensors(tensors: readonly tf.Tensor[], options: B
  */
 export async function broadcastObject<T>(value: T, options: BroadcastManyOptions = {}): Promise<T> {
   const collectives = collectivesOf(options);
-  const root = rootOf(options, collectives);
-  const received = await collectives.broadcastObject(value, { root, name: options.name ?? 'broadcastObject' });
-  return collectives.rank() === root ? value : received;
+  const scope = scopeOf(collectives, options.processSet);
+  const root = rootOf(options, scope);
+  const received = await collectives.broadcastObject(value, { ...scope.options, root, name: options.name ?? 'broadcastObject' });
+  return scope.rank === root ? value : received;
 }
 
-function rootOf(options: BroadcastManyOptions, collectives: Collectives): number {
+/** Whether this rank is the broadcasts' root (in the process set, if one is given). */
+export function isRootOf(options: BroadcastManyOptions): boolean {
+  const scope = scopeOf(collectivesOf(options), options.processSet);
+  return scope.rank === rootOf(options, scope);
+}
+
+function rootOf(options: BroadcastManyOptions, scope: Scope): number {
   const root = options.root ?? 0;
-  if (!Number.isSafeInteger(root) || root < 0 || root >= collectives.size()) {
-    throw new InvalidArgumentError(`root must be a rank in [0, ${collectives.size()}), got ${root}`);
+  if (!Number.isSafeInteger(root) || root < 0 || root >= scope.size) {
+    const where = options.processSet === undefined ? '' : ` of process set ${options.processSet.id}`;
+    throw new InvalidArgumentError(`root must be a rank${where} in [0, ${scope.size}), got ${root}`);
   }
   return root;
 }

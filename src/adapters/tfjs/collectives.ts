@@ -7,10 +7,10 @@
  */
 import type * as tf from '@tensorflow/tfjs';
 import { InvalidArgumentError, type ReduceOp, type ShapedTensor } from '../../index.js';
-import { collectivesOf, type RuntimeOption } from './runtime.js';
+import { collectivesOf, type ProcessSetOption, type RuntimeOption } from './runtime.js';
 import { checkTensor, read, readSync, toTensor, type WireArray, wireOp } from './tensor_codec.js';
 
-export interface TensorCollectiveOptions extends RuntimeOption {
+export interface TensorCollectiveOptions extends RuntimeOption, ProcessSetOption {
   /** Identifies the collective across ranks; the same on every rank. */
   name?: string;
 }
@@ -201,9 +201,15 @@ function dataOf(out: WireArray | ShapedTensor<WireArray>): WireArray {
   return ArrayBuffer.isView(out) ? out : out.data;
 }
 
+/** The options every core collective takes. */
+type CoreScope = { name?: string } & ProcessSetOption;
+
 /** Core options without the adapter's own (`runtime`), and without undefined entries. */
-function collectiveOptions<T extends object>(options: TensorCollectiveOptions, extra: T): T & { name?: string } {
-  return options.name === undefined ? extra : { ...extra, name: options.name };
+function collectiveOptions<T extends object>(options: TensorCollectiveOptions, extra: T): T & CoreScope {
+  const out: T & CoreScope = { ...extra };
+  if (options.name !== undefined) out.name = options.name;
+  if (options.processSet !== undefined) out.processSet = options.processSet;
+  return out;
 }
 
 /** A supported tensor with a first dimension, which `op` splits or concatenates along. */
@@ -225,14 +231,14 @@ function fromShaped(out: ShapedTensor<WireArray>, dtype: tf.DataType): tf.Tensor
 function reducescatterOptions(
   options: TensorReducescatterOptions,
   t: tf.Tensor,
-): { op: ReduceOp; prescale?: number; postscale?: number; name?: string } {
+): { op: ReduceOp; prescale?: number; postscale?: number } & CoreScope {
   const extra: { op: ReduceOp; prescale?: number; postscale?: number } = { op: wireOp(t.dtype, options.op ?? 'average') };
   if (options.prescale !== undefined) extra.prescale = options.prescale;
   if (options.postscale !== undefined) extra.postscale = options.postscale;
   return collectiveOptions(options, extra);
 }
 
-function alltoallOptions(options: TensorAlltoallOptions): { splits?: readonly number[]; name?: string } {
+function alltoallOptions(options: TensorAlltoallOptions): { splits?: readonly number[] } & CoreScope {
   return collectiveOptions(options, options.splits === undefined ? {} : { splits: options.splits });
 }
 

@@ -1,13 +1,20 @@
 /**
  * DistributedOptimizer: wraps any tf.Optimizer so that every step applies the gradients
- * averaged over all ranks. Each step's gradients are fused into one Float32Array and reduced
- * by ONE allreduce, then split back and handed to the wrapped optimizer, so all ranks apply
- * identical updates and their weights stay identical.
+ * averaged over all ranks (or over the ranks of a process set). Each step's gradients are fused
+ * into one Float32Array and reduced by ONE allreduce, then split back and handed to the wrapped
+ * optimizer, so all ranks apply identical updates and their weights stay identical.
  *
  * model.fit calls optimizer.minimize() synchronously and disposes the gradients as soon as it
  * returns, so applyGradients() uses ringreduce's synchronous allreduce (it blocks this thread
  * only while the engine worker runs the ring). Custom training loops can use minimizeAsync()
  * or applyGradientsAsync() and keep the event loop free during the exchange.
+ *
+ * With backwardPassesPerStep k > 1, a step spans k calls: each call adds its gradients into the
+ * fused buffer (no tensor is made), and the k-th reduces the sum and applies it. By default the
+ * sum is divided by k first, so that a step applies the mean gradient of its k batches: k
+ * batches of B samples then update the weights as one batch of k·B would, and the learning
+ * rate tuned for that batch applies unchanged. (Horovod's Keras optimizer applies the plain sum
+ * unless average_aggregated_gradients=True; `averageAggregatedGradients: false` does the same.)
  *
  * The fused buffer is shared memory kept from step to step and reduced in place: no copy into
  * the engine's memory, and no fresh memory per step, whose first touch costs more than the
@@ -15,16 +22,36 @@
  * the step returns, so the next step may overwrite it.
  */
 import * as tf from '@tensorflow/tfjs';
-import { InvalidArgumentError } from '../../index.js';
+import { type AllreduceOptions, InvalidArgumentError } from '../../index.js';
 import { disposeGradients, GradientBundle, type Gradients, type NamedTensor } from './gradient_bundle.js';
 import { getLearningRate, setLearningRate } from './learning_rate.js';
-import { type Collectives, collectivesOf, type RuntimeOption } from './runtime.js';
+import { type Collectives, collectivesOf, type ProcessSetOption, type RuntimeOption, type Scope, scopeOf } from './runtime.js';
 
-export interface DistributedOptimizerOptions extends RuntimeOption {
+export interface DistributedOptimizerOptions extends RuntimeOption, ProcessSetOption {
   /** Name of the fused gradient collective; give each DistributedOptimizer of a job its own. */
   name?: string;
   /** 'average' (default) or 'sum' of the ranks' gradients. */
   op?: 'average' | 'sum';
+  /**
+   * Calls of the optimizer per update (Horovod's backward_passes_per_step; default 1): the
+   * gradients of k calls (applyGradients, minimize or their async forms; one per batch inside
+   * model.fit) are summed on this rank, and every k-th call exchanges the sum in one allreduce
+   * and applies it. The other calls apply nothing.
+   */
+  backwardPassesPerStep?: number;
+  /**
+   * Divide the sum of the k calls' gradients by k before the exchange, so that an update
+   * applies their mean (default true). false applies the sum, as Horovod's Keras optimizer does
+   * by default.
+   */
+  averageAggregatedGradients?: boolean;
+}
+
+/** The gradients of the calls of a step so far, summed in `flat`. */
+interface Window {
+  flat: Float32Array;
+  passes: number;
+  signature: string;
 }
 
 /**
@@ -44,12 +71,21 @@ export class DistributedOptimizer extends tf.Optimizer {
 
   readonly #brand = true;
   readonly optimizer: tf.Optimizer;
+  /** Calls of the optimizer per update (option backwardPassesPerStep). */
+  readonly backwardPassesPerStep: number;
   private readonly collectives: Collectives;
+  private readonly options: DistributedOptimizerOptions;
   private readonly name: string;
   private readonly op: 'average' | 'sum';
+  /** What the accumulated sum is multiplied by before the exchange: 1/k or 1. */
+  private readonly scale: number;
+  /** Where the gradients are reduced; known at the first step (or at construction, with a process set). */
+  private where: Scope | undefined;
   /** The fused gradients' buffer, reused by the next step unless a step still holds it. */
   private flat: Float32Array | undefined;
   private flatInUse = false;
+  /** The step being accumulated, when backwardPassesPerStep > 1 and some of its calls were made. */
+  private window: Window | undefined;
 
   constructor(optimizer: tf.Optimizer, options: DistributedOptimizerOptions = {}) {
     super();
@@ -57,26 +93,43 @@ export class DistributedOptimizer extends tf.Optimizer {
     if (optimizer instanceof DistributedOptimizer) throw new InvalidArgumentError('optimizer is already a DistributedOptimizer');
     const op = options.op ?? 'average';
     if (op !== 'average' && op !== 'sum') throw new InvalidArgumentError(`op must be 'average' or 'sum', got ${String(op)}`);
+    const passes = options.backwardPassesPerStep ?? 1;
+    if (!Number.isSafeInteger(passes) || passes < 1) {
+      throw new InvalidArgumentError(`backwardPassesPerStep must be a positive integer, got ${String(passes)}`);
+    }
+    const average = options.averageAggregatedGradients ?? true;
+    if (typeof average !== 'boolean') {
+      throw new InvalidArgumentError(`averageAggregatedGradients must be a boolean, got ${String(average)}`);
+    }
     this.optimizer = optimizer;
+    this.options = options;
     this.collectives = collectivesOf(options);
     this.name = options.name ?? 'DistributedOptimizer.gradients';
     this.op = op;
+    this.backwardPassesPerStep = passes;
+    this.scale = average ? 1 / passes : 1;
+    if (options.processSet !== undefined) this.where = scopeOf(this.collectives, options.processSet);
   }
 
   override computeGradients(f: () => tf.Scalar, varList?: tf.Variable[]): { value: tf.Scalar; grads: tf.NamedTensorMap } {
     return this.optimizer.computeGradients(f, varList);
   }
 
-  /** Averages `variableGradients` across ranks (blocking), then applies them. */
+  /**
+   * Averages `variableGradients` across ranks (blocking), then applies them; with
+   * backwardPassesPerStep k, adds them to the step's sum and does so at every k-th call only.
+   */
   override applyGradients(variableGradients: tf.NamedTensorMap | NamedTensor[]): void {
-    if (this.collectives.size() === 1) {
+    if (this.backwardPassesPerStep === 1 && this.scope().size === 1) {
       this.optimizer.applyGradients(variableGradients);
       return;
     }
     const bundle = new GradientBundle(variableGradients);
-    const flat = this.takeFlat(bundle.layout.total);
+    const flat = this.accumulate(bundle, bundle.readSync());
+    if (flat === undefined) return;
     try {
-      this.collectives.allreduceSync(bundle.packSync(flat), { name: this.name, op: this.op, out: flat });
+      if (this.scope().size > 1) this.collectives.allreduceSync(flat, this.reduceOptions(flat));
+      else scaleInPlace(flat, this.scale);
       this.applyReduced(bundle, flat);
     } finally {
       this.giveFlat(flat);
@@ -85,18 +138,60 @@ export class DistributedOptimizer extends tf.Optimizer {
 
   /** applyGradients without blocking the thread during the exchange. */
   async applyGradientsAsync(variableGradients: Gradients): Promise<void> {
-    if (this.collectives.size() === 1) {
+    if (this.backwardPassesPerStep === 1 && this.scope().size === 1) {
       this.optimizer.applyGradients(variableGradients);
       return;
     }
     const bundle = new GradientBundle(variableGradients);
-    const flat = this.takeFlat(bundle.layout.total);
+    const flat = this.accumulate(bundle, await bundle.read());
+    if (flat === undefined) return;
     try {
-      await this.collectives.allreduce(await bundle.pack(flat), { name: this.name, op: this.op, out: flat });
+      if (this.scope().size > 1) await this.collectives.allreduce(flat, this.reduceOptions(flat));
+      else scaleInPlace(flat, this.scale);
       this.applyReduced(bundle, flat);
     } finally {
       this.giveFlat(flat);
     }
+  }
+
+  /**
+   * Adds one call's gradients to the step's sum; the sum once the step has all its calls (the
+   * caller reduces it, applies it and gives the buffer back), else undefined.
+   */
+  private accumulate(bundle: GradientBundle, parts: Float32Array[]): Float32Array | undefined {
+    const k = this.backwardPassesPerStep;
+    const window = this.window;
+    if (window === undefined) {
+      const flat = bundle.layout.pack(parts, this.takeFlat(bundle.layout.total));
+      if (k === 1) return flat;
+      this.window = { flat, passes: 1, signature: bundle.signature };
+      return undefined;
+    }
+    const signature = bundle.signature;
+    if (signature !== window.signature) {
+      this.window = undefined;
+      this.giveFlat(window.flat);
+      throw new InvalidArgumentError(
+        `backwardPassesPerStep ${k}: call ${window.passes + 1} of a step passed other gradients [${signature}] than its ` +
+          `first call [${window.signature}]; the step's accumulated gradients are dropped`,
+      );
+    }
+    bundle.layout.accumulate(parts, window.flat);
+    window.passes++;
+    if (window.passes < k) return undefined;
+    this.window = undefined;
+    return window.flat;
+  }
+
+  private reduceOptions(flat: Float32Array): AllreduceOptions {
+    const options: AllreduceOptions = { name: this.name, op: this.op, out: flat, ...this.scope().options };
+    if (this.scale !== 1) options.postscale = this.scale;
+    return options;
+  }
+
+  private scope(): Scope {
+    this.where ??= scopeOf(this.collectives, this.options.processSet);
+    return this.where;
   }
 
   /** The kept buffer when it is free and of the right length, else a new one (kept from now on). */
@@ -146,6 +241,7 @@ export class DistributedOptimizer extends tf.Optimizer {
     }
   }
 
+  /** Updates applied so far: one per backwardPassesPerStep calls. */
   override get iterations(): number {
     return this.optimizer.iterations;
   }
@@ -178,4 +274,10 @@ export class DistributedOptimizer extends tf.Optimizer {
   override getConfig(): tf.serialization.ConfigDict {
     return this.optimizer.getConfig();
   }
+}
+
+/** Multiplies `values` by `factor` (a job of one rank, where no allreduce scales them). */
+function scaleInPlace(values: Float32Array, factor: number): void {
+  if (factor === 1) return;
+  for (let i = 0; i < values.length; i++) values[i] = (values[i] as number) * factor;
 }

@@ -29,15 +29,21 @@ export class FlatLayout {
 
   /** Copies `parts` (one per size, in order) into `target`, which must hold `total` elements. */
   pack<T extends FlatArray>(parts: readonly ArrayLike<number>[], target: T): T {
-    if (parts.length !== this.sizes.length) {
-      throw new RangeError(`expected ${this.sizes.length} parts, got ${parts.length}`);
-    }
-    if (target.length !== this.total) throw new RangeError(`target holds ${target.length} elements, layout needs ${this.total}`);
+    this.check(parts, target);
+    for (let i = 0; i < parts.length; i++) target.set(parts[i] as ArrayLike<number>, this.offsets[i]);
+    return target;
+  }
+
+  /**
+   * Adds `parts` (one per size, in order) element-wise into `target`, which must hold `total`
+   * elements: the running sum of several steps' gradients, without a new buffer.
+   */
+  accumulate(parts: readonly ArrayLike<number>[], target: Float32Array): Float32Array {
+    this.check(parts, target);
     for (let i = 0; i < parts.length; i++) {
       const part = parts[i] as ArrayLike<number>;
-      if (part.length !== this.sizes[i])
-        throw new RangeError(`part ${i} has ${part.length} elements, layout says ${this.sizes[i]}`);
-      target.set(part, this.offsets[i]);
+      const offset = this.offsets[i] as number;
+      for (let j = 0; j < part.length; j++) target[offset + j] += part[j] as number;
     }
     return target;
   }
@@ -46,5 +52,17 @@ export class FlatLayout {
   unpack<T extends FlatArray>(flat: T): T[] {
     if (flat.length !== this.total) throw new RangeError(`flat buffer holds ${flat.length} elements, layout needs ${this.total}`);
     return this.sizes.map((size, i) => flat.subarray(this.offsets[i], (this.offsets[i] as number) + size) as T);
+  }
+
+  private check(parts: readonly ArrayLike<number>[], target: FlatArray): void {
+    if (parts.length !== this.sizes.length) {
+      throw new RangeError(`expected ${this.sizes.length} parts, got ${parts.length}`);
+    }
+    if (target.length !== this.total) throw new RangeError(`target holds ${target.length} elements, layout needs ${this.total}`);
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i] as ArrayLike<number>;
+      if (part.length !== this.sizes[i])
+        throw new RangeError(`part ${i} has ${part.length} elements, layout says ${this.sizes[i]}`);
+    }
   }
 }

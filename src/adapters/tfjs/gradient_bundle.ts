@@ -40,18 +40,32 @@ export class GradientBundle {
     this.layout = new FlatLayout(this.present.map((t) => t.size));
   }
 
+  /**
+   * What identifies the gradients' layout: names and sizes, in order. Steps accumulated into one
+   * buffer must agree on it.
+   */
+  get signature(): string {
+    return this.entries.map(({ name, tensor }) => `${name}:${tensor === null ? '-' : tensor.size}`).join(',');
+  }
+
+  /** The present gradients' values, in order (synchronous reads). */
+  readSync(): Float32Array[] {
+    return this.present.map((t) => t.dataSync() as Float32Array);
+  }
+
+  /** The present gradients' values, in order. */
+  read(): Promise<Float32Array[]> {
+    return Promise.all(this.present.map((t) => t.data() as Promise<Float32Array>));
+  }
+
   /** The gradients packed into `into` (`layout.total` elements; default a new buffer), synchronous reads. */
   packSync(into: Float32Array<ArrayBufferLike> = new Float32Array(this.layout.total)): Float32Array<ArrayBufferLike> {
-    return this.layout.pack(
-      this.present.map((t) => t.dataSync() as Float32Array),
-      into,
-    );
+    return this.layout.pack(this.readSync(), into);
   }
 
   /** The gradients packed into `into` (`layout.total` elements; default a new buffer). */
   async pack(into: Float32Array<ArrayBufferLike> = new Float32Array(this.layout.total)): Promise<Float32Array<ArrayBufferLike>> {
-    const parts = await Promise.all(this.present.map((t) => t.data() as Promise<Float32Array>));
-    return this.layout.pack(parts, into);
+    return this.layout.pack(await this.read(), into);
   }
 
   /** New gradient tensors holding `flat`'s values, in the same form (array or map) as the input. */

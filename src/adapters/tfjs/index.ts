@@ -34,9 +34,10 @@ export {
   type TensorReducescatterOptions,
 } from './collectives.js';
 export { DistributedOptimizer, type DistributedOptimizerOptions } from './distributed_optimizer.js';
+export { JoinCallback, type JoinCallbackOptions } from './join_callback.js';
 export { getLearningRate, setLearningRate } from './learning_rate.js';
 export { LearningRateWarmupCallback, type LearningRateWarmupOptions } from './lr_warmup_callback.js';
 export { MetricAverageCallback, type MetricAverageOptions } from './metric_average_callback.js';
-export type { Collectives, RuntimeOption } from './runtime.js';
+export type { Collectives, ProcessSetOption, RuntimeOption } from './runtime.js';
 export { type ShardOptions, shardArray, shardDataset, shardTensor } from './shard.js';
 export { shardRange } from './shard_math.js';

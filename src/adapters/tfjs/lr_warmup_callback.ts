@@ -5,11 +5,11 @@
 import * as tf from '@tensorflow/tfjs';
 import { InvalidArgumentError } from '../../index.js';
 import { setLearningRate } from './learning_rate.js';
-import { collectivesOf, type RuntimeOption } from './runtime.js';
+import { collectivesOf, type ProcessSetOption, type RuntimeOption, scopeOf } from './runtime.js';
 import { type WarmupSpec, warmupLearningRate } from './warmup_schedule.js';
 
-export interface LearningRateWarmupOptions extends RuntimeOption {
-  /** The rate after warm-up: the single-rank rate × size. */
+export interface LearningRateWarmupOptions extends RuntimeOption, ProcessSetOption {
+  /** The rate after warm-up: the single-rank rate × size (the process set's size, with one). */
   initialLearningRate: number;
   /** Epochs of warm-up (default 5). */
   warmupEpochs?: number;
@@ -42,9 +42,9 @@ export class LearningRateWarmupCallback extends tf.Callback {
     if (stepsPerEpoch !== undefined && !(Number.isSafeInteger(stepsPerEpoch) && stepsPerEpoch > 0)) {
       throw new InvalidArgumentError(`stepsPerEpoch must be a positive integer, got ${stepsPerEpoch}`);
     }
-    const collectives = collectivesOf(options);
-    this.spec = { target, size: collectives.size(), warmupEpochs };
-    this.rank = collectives.rank();
+    const scope = scopeOf(collectivesOf(options), options.processSet);
+    this.spec = { target, size: scope.size, warmupEpochs };
+    this.rank = scope.rank;
     this.steps = stepsPerEpoch;
     this.verbose = options.verbose ?? false;
   }

@@ -1,13 +1,13 @@
 /**
  * model.fit callback: at the end of each epoch, replaces every metric in the epoch's logs
- * (loss, accuracy, val_* ...) by its average over the ranks, so that what rank 0 prints, what
+ * (loss, accuracy, val_* ...) by its average over the ranks (of the process set, with one), so that what rank 0 prints, what
  * History records and what later callbacks (early stopping, checkpoints) see describe the
  * whole job rather than one shard. All metrics travel in one allreduce.
  */
 import * as tf from '@tensorflow/tfjs';
-import { type Collectives, collectivesOf, type RuntimeOption } from './runtime.js';
+import { type Collectives, collectivesOf, type ProcessSetOption, type RuntimeOption, scopeOf } from './runtime.js';
 
-export interface MetricAverageOptions extends RuntimeOption {
+export interface MetricAverageOptions extends RuntimeOption, ProcessSetOption {
   /** Name of the collective (default 'MetricAverageCallback'). */
   name?: string;
 }
@@ -21,24 +21,28 @@ export interface MetricAverageOptions extends RuntimeOption {
 export class MetricAverageCallback extends tf.Callback {
   private readonly collectives: Collectives;
   private readonly name: string;
+  private readonly processSet: ProcessSetOption['processSet'];
 
   constructor(options: MetricAverageOptions = {}) {
     super();
     this.collectives = collectivesOf(options);
     this.name = options.name ?? 'MetricAverageCallback';
+    this.processSet = options.processSet;
+    if (this.processSet !== undefined) scopeOf(this.collectives, this.processSet);
   }
 
   override async onEpochEnd(_epoch: number, logs?: { [key: string]: number | tf.Scalar }): Promise<void> {
     if (!logs) return;
-    await averageLogs(logs, this.collectives, this.name);
+    await averageLogs(logs, this.collectives, this.name, this.processSet);
   }
 }
 
-/** Replaces, in place, each value of `logs` (numbers or scalar tensors) by its average over ranks. */
+/** Replaces, in place, each value of `logs` (numbers or scalar tensors) by its average over ranks (of `processSet`). */
 export async function averageLogs(
   logs: { [key: string]: number | tf.Scalar },
   collectives: Collectives,
   name: string,
+  processSet?: ProcessSetOption['processSet'],
 ): Promise<void> {
   // Sorted so that every rank packs the same metric at the same offset.
   const keys = Object.keys(logs).sort();
@@ -48,7 +52,8 @@ export async function averageLogs(
     const value = logs[keys[i] as string];
     values[i] = typeof value === 'number' ? value : ((await (value as tf.Scalar).data())[0] as number);
   }
-  const averaged = (await collectives.allreduce(values, { name, op: 'average' })) as Float64Array;
+  const scope = processSet === undefined ? {} : { processSet };
+  const averaged = (await collectives.allreduce(values, { ...scope, name, op: 'average' })) as Float64Array;
   keys.forEach((key, i) => {
     const old = logs[key];
     logs[key] = averaged[i] as number;

@@ -1,27 +1,32 @@
 /**
  * Giving each rank its own part of the training data. Every rank gets the same number of
  * samples by default (see shard_math.ts for why), so all ranks run the same number of steps.
- * Rank and size default to the runtime's.
+ * With `dropRemainder: false` nothing is dropped: the first (n % size) ranks get one sample
+ * more, so they run up to one step more per epoch, which JoinCallback (or rr.join() in a custom
+ * loop) absorbs. Rank and size default to the runtime's, or the process set's when one is given.
  */
 import * as tf from '@tensorflow/tfjs';
-import { collectivesOf, type RuntimeOption } from './runtime.js';
+import { collectivesOf, type ProcessSetOption, type RuntimeOption, scopeOf } from './runtime.js';
 import { checkSpec, type ShardSpec, shardRange } from './shard_math.js';
 
-export interface ShardOptions extends RuntimeOption {
-  /** Default: the runtime's rank. */
+export interface ShardOptions extends RuntimeOption, ProcessSetOption {
+  /** Default: the runtime's rank (this rank's rank in the process set, if one is given). */
   rank?: number;
-  /** Default: the runtime's size. */
+  /** Default: the runtime's size (the process set's size, if one is given). */
   size?: number;
-  /** Give every rank the same count, dropping up to size−1 items (default true). */
+  /**
+   * true (default): every rank gets ⌊n / size⌋ items and up to size − 1 are dropped. false: every
+   * item is used, and the first (n % size) ranks get one item more than the others.
+   */
   dropRemainder?: boolean;
 }
 
 function specOf(options: ShardOptions): ShardSpec {
   const needRuntime = options.rank === undefined || options.size === undefined;
-  const collectives = needRuntime ? collectivesOf(options) : undefined;
+  const scope = needRuntime ? scopeOf(collectivesOf(options), options.processSet) : undefined;
   return {
-    rank: options.rank ?? (collectives?.rank() as number),
-    size: options.size ?? (collectives?.size() as number),
+    rank: options.rank ?? (scope?.rank as number),
+    size: options.size ?? (scope?.size as number),
     dropRemainder: options.dropRemainder ?? true,
   };
 }
@@ -31,6 +36,7 @@ function specOf(options: ShardOptions): ShardSpec {
  *
  * @example
  * const mine = shardArray(allSamples); // rank r of n gets samples [r·k, (r+1)·k), k = ⌊len/n⌋
+ * const all = shardArray(allSamples, { dropRemainder: false }); // 10 samples on 3 ranks: 4, 3, 3
  */
 export function shardArray<T extends { length: number; slice(start: number, end: number): T }>(
   items: T,
@@ -55,8 +61,8 @@ export function shardTensor<R extends tf.Rank>(tensor: tf.Tensor<R>, options: Sh
 /**
  * This rank's elements of a tf.data.Dataset: out of every `size` consecutive elements, the
  * one at position `rank`. With dropRemainder (the default) a trailing incomplete group is
- * dropped, so every rank yields the same count. Shard before shuffling and batching, so that
- * the ranks split the same sequence.
+ * dropped, so every rank yields the same count; without, its elements go to the first ranks.
+ * Shard before shuffling and batching, so that the ranks split the same sequence.
  *
  * @example
  * const ds = shardDataset(tf.data.array(samples)).shuffle(1000).batch(64);

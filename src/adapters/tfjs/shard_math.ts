@@ -4,14 +4,16 @@
  *
  * Synchronous data-parallel training needs every rank to run the same number of steps: a rank
  * that runs one step more waits forever in its gradient allreduce. So by default every rank
- * gets exactly floor(length / size) items and the remainder is dropped.
+ * gets exactly floor(length / size) items and the remainder is dropped. With dropRemainder
+ * false, every item is kept and the first (length % size) ranks get one more; the ranks then
+ * need join (JoinCallback in model.fit) for the steps the others do not make.
  */
 import { InvalidArgumentError } from '../../index.js';
 
 export interface ShardSpec {
   rank: number;
   size: number;
-  /** Give every rank the same count, dropping up to size−1 items (default true). */
+  /** Give every rank the same count, dropping up to size−1 items (default true); false: the first (length % size) ranks get one more. */
   dropRemainder?: boolean;
 }
 
