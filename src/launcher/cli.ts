@@ -303,7 +303,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
     elastic !== undefined
       ? (config: LaunchConfig, io: RunIo) => runElastic(config, elastic, io)
       : (config: LaunchConfig, io: RunIo) =>
-          withRestarts(config.maxRestarts, (attempt) => once(config, attemptIo(io, attempt)), io);
+          withRestarts(config.maxRestarts, (attempt) => once(config, config.maxRestarts > 0 ? attemptIo(io, attempt) : io), io);
   return run(parsed.config, {
     env: process.env,
     cwd: process.cwd(),
