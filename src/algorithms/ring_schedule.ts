@@ -9,6 +9,11 @@
  * the first `reduceSteps` steps go to scratch and are reduced into the block (reduce-scatter);
  * the later ones land directly in the buffer (allgather).
  *
+ * With `out` (reduce-scatter only), the last reduce step's receives, this rank's own block, land
+ * in `out` instead of scratch and the buffer's block is reduced into them there: out = received
+ * op local, which has the bits of local op received (every elementwise op is commutative; only a
+ * NaN's payload may differ). No scratch for that step, and no copy of the result afterwards.
+ *
  * Landing in place needs no guard: the block received at step g >= N - 1 was last sent by this
  * rank at step g + 1 - N, and the bytes that overwrite it are derived, hop by hop around the
  * ring, from that very send having been received, so no transport can deliver them before it
@@ -35,6 +40,12 @@ export interface RingSpec {
   readonly kernel?: ReduceKernel;
   /** Applied to each segment of the last reduce step, once it is fully reduced (average). */
   readonly finish?: FinishSegment;
+  /**
+   * Where the last reduce step's block goes instead of into `buf` (and `finish` applies there):
+   * an array of `buf`'s dtype and that block's length, not overlapping `buf` (the caller checks).
+   * Only for a ring that ends with its reduce steps (steps === reduceSteps >= 1).
+   */
+  readonly out?: TypedArray;
 }
 
 export async function runRing(
@@ -47,10 +58,14 @@ export async function runRing(
   const dtype = dtypeOf(buf);
   if (dtype === undefined) throw new InvalidArgumentError('buf must be a supported typed array');
   if (spec.reduceSteps > 0 && !spec.kernel) throw new InvalidArgumentError('a reducing ring needs a kernel');
+  if (spec.out && (spec.reduceSteps < 1 || spec.steps !== spec.reduceSteps)) {
+    throw new InvalidArgumentError('out is for a ring that ends with its reduce steps (a reduce-scatter)');
+  }
   const segment = Math.max(1, Math.floor(options.segmentBytes / buf.BYTES_PER_ELEMENT));
   const { pipelineDepth: depth, pool } = options;
   let slotElements = 0;
-  for (let g = 0; g < spec.reduceSteps; g++) {
+  // With `out`, the last reduce step receives into it, not into scratch.
+  for (let g = 0; g < spec.reduceSteps - (spec.out ? 1 : 0); g++) {
     const length = spec.blocks.lengths[mod(transport.rank - g - 1, transport.size)] ?? 0;
     slotElements = Math.max(slotElements, Math.min(segment, length));
   }
@@ -151,21 +166,28 @@ class RingPlan implements PipelinePlan {
     const block = this.recvBlock(step);
     const length = segmentLength(this.blockLength(block), this.segment, k);
     this.nextRecv.advance();
-    const into =
-      step < this.spec.reduceSteps
-        ? view(this.scratch as TypedArray, slot * this.slotElements, length)
-        : view(this.buf, this.blockOffset(block) + k * this.segment, length);
+    const { reduceSteps, out } = this.spec;
+    let into: Uint8Array;
+    if (out && step === reduceSteps - 1) into = view(out, k * this.segment, length);
+    else if (step < reduceSteps) into = view(this.scratch as TypedArray, slot * this.slotElements, length);
+    else into = view(this.buf, this.blockOffset(block) + k * this.segment, length);
     return this.transport.recv(this.left, this.tag, into);
   }
 
   finishRecv(slot: number): void {
     const { step, k } = this.nextFinish;
     this.nextFinish.advance();
-    const { reduceSteps, kernel, finish } = this.spec;
+    const { reduceSteps, kernel, finish, out } = this.spec;
     if (step >= reduceSteps) return;
     const block = this.recvBlock(step);
     const offset = this.blockOffset(block) + k * this.segment;
     const length = segmentLength(this.blockLength(block), this.segment, k);
+    if (out && step === reduceSteps - 1) {
+      // The segment landed in `out`: out = received op local.
+      (kernel as ReduceKernel)(out, k * this.segment, this.buf, offset, length);
+      if (finish) finish(out, k * this.segment, length);
+      return;
+    }
     (kernel as ReduceKernel)(this.buf, offset, this.scratch as TypedArray, slot * this.slotElements, length);
     if (finish && step === reduceSteps - 1) finish(this.buf, offset, length);
   }

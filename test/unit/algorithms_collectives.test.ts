@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { alltoall } from '../../src/algorithms/alltoall.js';
 import type { AlgorithmOptions } from '../../src/algorithms/options.js';
+import { createWasmKernels } from '../../src/algorithms/reduce_wasm.js';
 import { ringAllreduce } from '../../src/algorithms/ring_allreduce.js';
 import { ringReducescatter } from '../../src/algorithms/ring_reducescatter.js';
 import { chunkLength, evenBlocks } from '../../src/algorithms/segments.js';
@@ -173,6 +174,41 @@ async function checkReducescatter(
     for (const [r, buf] of bufs.entries()) {
       const where = `N=${n} ${dtype} ${op} [${counts}] rank ${r}`;
       assert.equal(firstMismatch(block(buf, counts, r), block(expected, counts, r), tolerance), undefined, where);
+    }
+  }
+}
+
+/**
+ * Reduce-scatters the same inputs twice, in place and into `out` (garbage beforehand, so a
+ * region never written shows), and checks that every rank's `out` equals the serial reference
+ * and has the bits of the in-place result. `buf` is work space with `out`: nothing about it is
+ * checked.
+ */
+async function checkReducescatterInto(
+  world: readonly Transport[],
+  dtype: DType,
+  counts: readonly number[],
+  ops: readonly ReduceOp[],
+  tag: number,
+  options: (rank: number) => AlgorithmOptions,
+  random: Random,
+): Promise<void> {
+  const n = world.length;
+  for (const op of ops) {
+    const inputs = inputsFor(dtype, op, n, sum(counts), random);
+    const inPlace = inputs.map((a) => a.slice());
+    const bufs = inputs.map((a) => a.slice());
+    const outs = counts.map((c) => garbage(dtype, c));
+    await onEveryRank(world, (t, r) => ringReducescatter(t, inPlace[r] as TypedArray, counts, op, tag, options(r)));
+    await onEveryRank(world, (t, r) =>
+      ringReducescatter(t, bufs[r] as TypedArray, counts, op, tag, options(r), outs[r] as TypedArray),
+    );
+    const expected = referenceReduce(dtype, op, inputs);
+    const tolerance = toleranceFor(dtype, op, n);
+    for (const [r, out] of outs.entries()) {
+      const where = `N=${n} ${dtype} ${op} [${counts}] rank ${r} into out`;
+      assert.equal(firstMismatch(out, block(expected, counts, r), tolerance), undefined, where);
+      assert.ok(sameBytes(out, block(inPlace[r] as TypedArray, counts, r)), `${where}: bits differ from in place`);
     }
   }
 }
@@ -354,6 +390,101 @@ describe('ringReducescatter', () => {
     await rejectsNaming(ringReducescatter(t, new Int8Array(3), [4, -1], 'sum', 0), 'counts[1]');
     await rejectsNaming(ringReducescatter(t, new Int8Array(2), [1, 1], 'average', 0), 'average');
     await rejectsNaming(ringReducescatter(t, new Int8Array(2), [1, 1], 'sum', 0, { segmentBytes: 0 }), 'segmentBytes');
+  });
+});
+
+describe('ringReducescatter into out', () => {
+  const wasm = createWasmKernels();
+  for (const n of kSizes) {
+    it(`N=${n}: every dtype, op, even, uneven and zero counts: out holds the reduction, bit for bit as in place`, async () => {
+      const world = createMemoryWorld(n, kFast);
+      const pools = world.map(() => new BufferPool());
+      const random = seeded(n * 11);
+      let tag = 0;
+      for (const dtype of kDTypes) {
+        for (const counts of countPatterns(n)) {
+          const all = opsFor(dtype);
+          const large = sum(counts) === kLarge;
+          const ops = large ? all.filter((_, i) => (i + tag) % 2 === 0) : all;
+          // The large buffer also runs the WebAssembly kernels (runs of 1 KiB and more), writing into out.
+          const kernels = large && wasm && tag % 2 === 0 ? { kernels: wasm } : {};
+          const options = (r: number) => ({ ...kMatrixOptions, ...kernels, pool: pools[r] });
+          await checkReducescatterInto(world, dtype, counts, ops, tag++, options, random);
+        }
+      }
+      await world.closeAll();
+    });
+  }
+
+  it('survives tiny segments at every depth under slow, random and unbuffered delivery', async () => {
+    let round = 0;
+    for (const n of [2, 3, 5]) {
+      for (const delivery of kDeliveries) {
+        const world = createMemoryWorld(n, { ...delivery, ioTimeoutMs: 5000 });
+        for (const options of kTinySegments) {
+          const dtype = kDTypes[round++ % kDTypes.length] as DType;
+          const ops: ReduceOp[] = isFloat(dtype) ? ['average', 'max'] : ['sum', 'bxor'];
+          for (const counts of [evenBlocks(n + 1, n).lengths, countPatterns(n)[7] as number[]]) {
+            await checkReducescatterInto(world, dtype, counts, ops, round, () => options, seeded(round));
+          }
+        }
+        await world.closeAll();
+      }
+    }
+  });
+
+  it('writes all of out whatever it held, sends what the in-place ring sends, and needs no scratch on 2 ranks', async () => {
+    for (const n of [2, 3, 4]) {
+      const counts = [...evenBlocks(1001, n).lengths];
+      counts[n - 1] = 0; // a rank with no rows gets an empty out
+      const world = counting(n);
+      const pools = world.map(() => new BufferPool());
+      const options = (r: number) => ({ segmentBytes: 800, pool: pools[r] });
+      const inputs = world.map((_, r) => new Float64Array(sum(counts)).fill(r + 1));
+      for (const fill of [Number.NaN, 0, -1]) {
+        const outs = counts.map((c) => new Float64Array(c).fill(fill));
+        const bufs = inputs.map((a) => a.slice());
+        await onEveryRank(world, (t, r) =>
+          ringReducescatter(t, bufs[r] as TypedArray, counts, 'average', 0, options(r), outs[r] as TypedArray),
+        );
+        for (const [r, out] of outs.entries())
+          assert.ok(
+            out.every((v) => v === (n + 1) / 2),
+            `N=${n} rank ${r} (out was ${fill})`,
+          );
+      }
+      for (const t of world) {
+        const r = t.rank;
+        assert.equal(t.bytesSent, 3 * (sum(counts) - (counts[r] as number)) * 8, `N=${n} rank ${r}: bytes sent`);
+        // The last reduce step receives into out: a 2-rank ring has no other, so no scratch.
+        if (n === 2) assert.equal((pools[r] as BufferPool).allocations, 0, `rank ${r}: scratch buffers`);
+      }
+      await closeAll(world);
+    }
+  });
+
+  it('copies on 1 rank and does nothing for an empty buffer', async () => {
+    const [solo] = createMemoryWorld(1, kFast);
+    const out = new Float32Array(3).fill(Number.NaN);
+    await ringReducescatter(solo as Transport, Float32Array.of(1, 2, 4), [3], 'average', 0, {}, out);
+    assert.deepEqual([...out], [1, 2, 4]);
+    const pair = createMemoryWorld(2, kFast);
+    await onEveryRank(pair, (t) => ringReducescatter(t, new Int32Array(0), [0, 0], 'sum', 0, {}, new Int32Array(0)));
+    await closeAll([solo as Transport, ...pair]);
+  });
+
+  it('refuses an out of another dtype or length, or overlapping buf, naming it', async () => {
+    const [a] = createMemoryWorld(2, kFast);
+    const t = a as Transport;
+    const buf = new Float32Array(8);
+    await rejectsNaming(ringReducescatter(t, buf, [4, 4], 'sum', 0, {}, new Float64Array(4)), 'out must be a float32');
+    await rejectsNaming(ringReducescatter(t, buf, [5, 3], 'sum', 0, {}, new Float32Array(4)), 'counts[rank] is 5');
+    await rejectsNaming(ringReducescatter(t, buf, [4, 4], 'sum', 0, {}, buf.subarray(0, 4)), 'overlap');
+    await rejectsNaming(ringReducescatter(t, buf, [4, 4], 'sum', 0, {}, buf.subarray(3, 7)), 'overlap');
+    const shared = new Float32Array(12);
+    const behind = shared.subarray(0, 8);
+    await rejectsNaming(ringReducescatter(t, behind, [4, 4], 'sum', 0, {}, shared.subarray(7, 11)), 'overlap');
+    await t.close();
   });
 });
 

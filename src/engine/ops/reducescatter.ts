@@ -53,18 +53,16 @@ export const reducescatterOp: OpSpec<ReducescatterRequest> = {
     const counts = splitRows(request.shape[0] ?? 0, size).map((rows) => rows * rowSize);
     // A joined rank's stand-in has no output of its own: its rows are computed and dropped.
     const output = entry.output ?? allocShared(request.dtype, counts[rank] ?? 0);
-    let offset = 0;
-    for (let r = 0; r < rank; r++) offset += counts[r] ?? 0;
     scale(input, request.prescale);
     const { native } = ctx;
     if (native?.reducescatter && native.supports('reducescatter', request.dtype, request.reduceOp)) {
       const nativeReducescatter = native.reducescatter.bind(native);
       await ctx.communicate(input.byteLength, () => nativeReducescatter(input, output, counts, request.reduceOp));
     } else {
+      // The ring writes this rank's rows straight into `output`; `input` is only work space.
       await ctx.communicate(input.byteLength, () =>
-        ringReducescatter(ctx.transport, input, counts, request.reduceOp, ctx.tag, ctx.options),
+        ringReducescatter(ctx.transport, input, counts, request.reduceOp, ctx.tag, ctx.options, output),
       );
-      output.set(input.subarray(offset, offset + (counts[rank] ?? 0)) as never);
     }
     scale(output, request.postscale);
     return [{}];
