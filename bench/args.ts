@@ -95,7 +95,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     )
     .option(
       '--in-place',
-      'allreduce, broadcast and reduce (root) in place: the tensor is its own out (no input copy, as in torch.distributed); other ops as without',
+      'allreduce, broadcast and reduce (root) in place: the tensor is its own out (no input copy, as in torch.distributed); reducescatter: out is its own rows of the tensor; other ops as without',
     )
     .option('--sync', 'call allreduceSync & co. (blocking) instead of the promise API')
     .option(

@@ -22,7 +22,7 @@ const kIdleProbeMs = 1000;
 /** Ops with an `out` option (reduce and gather: the root's); alltoall and scatter always allocate. */
 const kOutOps: readonly BenchOp[] = ['allreduce', 'allgather', 'broadcast', 'reducescatter', 'reduce', 'gather'];
 /** Ops that --in-place runs with the tensor as its own `out` (reduce: on the root). */
-const kInPlaceOps: readonly BenchOp[] = ['allreduce', 'broadcast', 'reduce'];
+const kInPlaceOps: readonly BenchOp[] = ['allreduce', 'broadcast', 'reduce', 'reducescatter'];
 
 /**
  * One call of `op` on `tensor` (null: a scatter off the root), with `out` (a reused output) or
@@ -123,9 +123,16 @@ async function measure(
   // off the root has no output and reduces its own zeros.
   const inPlace = spec.inPlace && kInPlaceOps.includes(op);
   const inputs = outs.map((o) => (inPlace ? (o as TypedArray) : (input as TypedArray)));
-  const tensor = inPlace ? (reused ?? allocShared(spec.dtype, inputLength)) : input;
+  // A reducescatter in place: the whole tensor is the input, its own rows the output (as NCCL's).
+  const splitInPlace = inPlace && op === 'reducescatter';
+  const tensor = inPlace
+    ? splitInPlace
+      ? allocShared(spec.dtype, inputLength)
+      : (reused ?? allocShared(spec.dtype, inputLength))
+    : input;
+  const target = splitInPlace ? (tensor as TypedArray).subarray(rank * perRank, (rank + 1) * perRank) : reused;
   const name = `bench/${op}/${bytes}`;
-  const step = () => (many ? runMany(rr, inputs, outs, processSet) : runOne(rr, spec, op, name, tensor, reused, processSet));
+  const step = () => (many ? runMany(rr, inputs, outs, processSet) : runOne(rr, spec, op, name, tensor, target, processSet));
   let out: TypedArray | null = null;
   for (let i = 0; i < spec.warmup; i++) out = await step();
   await rr.barrier(scope);

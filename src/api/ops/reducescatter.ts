@@ -26,7 +26,12 @@ export interface ReducescatterOptions {
   prescale?: number;
   /** Multiplies this rank's result (float tensors). Default 1. */
   postscale?: number;
-  /** Where this rank's rows go (SharedArrayBuffer-backed, the tensor's dtype, exactly their length). */
+  /**
+   * Where this rank's rows go (SharedArrayBuffer-backed, the tensor's dtype, exactly their length).
+   * In place: `out` is this rank's own rows of the tensor itself (a view of the same shared
+   * memory, as NCCL's in-place reduce-scatter); the input copy is skipped and the tensor's other
+   * rows are work space, left holding partial sums.
+   */
   out?: TypedArray;
 }
 
@@ -48,8 +53,24 @@ export function prepareReducescatter(ctx: CallContext, tensor: unknown, options:
     reduceOp,
     ...scales,
   };
-  // The reduction works over a copy of the whole input; only this rank's rows come back.
-  const { buffer, staging } = copyToStaging(ctx, t);
+  const offset =
+    splitRows(rows, ctx.size)
+      .slice(0, ctx.rank)
+      .reduce((a, b) => a + b, 0) * rowSize;
+  // The reduction works over a copy of the whole input (in place: the tensor); only this rank's rows come back.
+  const { buffer, staging } =
+    out && isOwnRows(out, t.data, offset) ? { buffer: t.data, staging: undefined } : copyToStaging(ctx, t);
   const shape = [myRows, ...t.shape.slice(1)];
-  return { request, buffer, staging, output, finish: () => resultLike(t, output, shape) };
+  const prepared: Prepared = { request, buffer, output, finish: () => resultLike(t, output, shape) };
+  if (staging) prepared.staging = staging;
+  return prepared;
+}
+
+/** Whether `out` is exactly the rows at `offset` (elements) of `data`, in the same shared memory. */
+function isOwnRows(out: TypedArray, data: TypedArray, offset: number): boolean {
+  return (
+    data.buffer instanceof SharedArrayBuffer &&
+    out.buffer === data.buffer &&
+    out.byteOffset === data.byteOffset + offset * data.BYTES_PER_ELEMENT
+  );
 }

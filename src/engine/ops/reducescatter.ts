@@ -54,8 +54,15 @@ export const reducescatterOp: OpSpec<ReducescatterRequest> = {
     // A joined rank's stand-in has no output of its own: its rows are computed and dropped.
     const output = entry.output ?? allocShared(request.dtype, counts[rank] ?? 0);
     scale(input, request.prescale);
+    const offset = counts.slice(0, rank).reduce((a, b) => a + b, 0);
+    // In place (the caller's out is its own rows of the tensor): the ring leaves them there.
+    const inPlace = output.buffer === input.buffer && output.byteOffset === input.byteOffset + offset * input.BYTES_PER_ELEMENT;
     const { native } = ctx;
-    if (native?.reducescatter && native.supports('reducescatter', request.dtype, request.reduceOp)) {
+    if (inPlace) {
+      await ctx.communicate(input.byteLength, () =>
+        ringReducescatter(ctx.transport, input, counts, request.reduceOp, ctx.tag, ctx.options),
+      );
+    } else if (native?.reducescatter && native.supports('reducescatter', request.dtype, request.reduceOp)) {
       const nativeReducescatter = native.reducescatter.bind(native);
       await ctx.communicate(input.byteLength, () => nativeReducescatter(input, output, counts, request.reduceOp));
     } else {

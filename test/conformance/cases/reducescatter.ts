@@ -210,8 +210,32 @@ const sync: ConformanceCase = {
   },
 };
 
+const inPlace: ConformanceCase = {
+  name: "reducescatter in place: out is this rank's rows of the tensor itself, every dtype, 2-D, N+1 and 1000 rows",
+  async run(rr, rank, size) {
+    const calls = kDTypes.flatMap((dtype) =>
+      [size + 1, 1000].map(async (rows) => {
+        const name = `rs-in-place/${dtype}/${rows}`;
+        await part(name, async () => {
+          const rowLength = 3;
+          const tensor = allocShared(dtype, rows * rowLength);
+          tensor.set(referenceInput(dtype, rank, rows * rowLength, 'sum') as never);
+          const splits = evenSplits(rows, size);
+          const start = (offsetsOf(splits)[rank] as number) * rowLength;
+          const out = tensor.subarray(start, start + (splits[rank] as number) * rowLength);
+          const result = await rr.reducescatter({ data: tensor, shape: [rows, rowLength] }, { name, out });
+          check(result.data === out, name, 'the result is the given view of the tensor');
+          checkArray(dtype, out, expectedPart(dtype, 'sum', rows, rowLength, rank, size), name);
+        });
+      }),
+    );
+    await settleAll(calls);
+  },
+};
+
 export const reducescatterCases: readonly ConformanceCase[] = [
   smallCounts,
+  inPlace,
   largeCounts,
   shaped,
   scaled,
