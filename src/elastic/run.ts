@@ -15,18 +15,21 @@ import { HostsUpdatedInterrupt, type State } from './state.js';
  */
 export async function run<T extends object, R>(state: State<T> & T, fn: (state: State<T> & T) => Promise<R>): Promise<R> {
   const rr = state.runtime;
-  await state.sync();
   // A worker the launcher added to a running job: its membership changed as it arrived.
-  if (rr.generation() > 1) await state.reset();
+  let changed = rr.generation() > 1;
+  let rolledBack = false;
   for (;;) {
     try {
+      // A failure during this reset is handled like any other: the next generation tries again.
+      if (rolledBack) await state.restore();
+      await state.sync();
+      if (changed) await state.reset();
       return await fn(state);
     } catch (error) {
       if (!(error instanceof PeerFailureError) && !(error instanceof HostsUpdatedInterrupt)) throw error;
       await rr.reform();
-      state.restore();
-      await state.sync();
-      await state.reset();
+      changed = true;
+      rolledBack = true;
     }
   }
 }

@@ -73,8 +73,8 @@ export class State<T extends object = Record<string, unknown>> {
     }
   }
 
-  /** Goes back to the values of the last commit (or of the constructor). */
-  restore(): void {
+  /** Goes back to the values of the last commit (or of the constructor); a subclass may finish asynchronously. */
+  restore(): void | Promise<void> {
     Object.assign(this, this.copy(this.#committed));
   }
 

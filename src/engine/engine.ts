@@ -320,7 +320,9 @@ export class Engine {
     if (this.failure || this.closing) return;
     const failure = error instanceof PeerFailureError ? error : fromErrorRecord(toErrorRecord(error));
     this.failure = failure;
-    this.logger.error(`job broken: ${failure.message}`);
+    // An elastic job expects to lose ranks: the survivors go on (elastic/run.ts).
+    if (this.config.elasticWorker === undefined) this.logger.error(`job broken: ${failure.message}`);
+    else this.logger.warn(`job broken, forming the next generation: ${failure.message}`);
     this.failAll(failure);
   }
 

@@ -183,6 +183,16 @@ export class DistributedOptimizer extends tf.Optimizer {
     return window.flat;
   }
 
+  /**
+   * Forgets what depends on the job's membership: the rank and size it reduces over, and the
+   * gradients of a step only partly accumulated (backwardPassesPerStep). Call it after a change of
+   * membership (elastic training: rrtf.elastic.TfjsState calls it on every reset).
+   */
+  reset(): void {
+    this.where = this.options.processSet === undefined ? undefined : scopeOf(this.collectives, this.options.processSet);
+    this.window = undefined;
+  }
+
   private reduceOptions(flat: Float32Array): AllreduceOptions {
     const options: AllreduceOptions = { name: this.name, op: this.op, out: flat, ...this.scope().options };
     if (this.scale !== 1) options.postscale = this.scale;

@@ -13,6 +13,16 @@ export {
 } from './broadcast_model.js';
 export { type BroadcastManyOptions, broadcastObject, broadcastTensors } from './broadcast_tensors.js';
 export {
+  checkpointInfo,
+  fileLoadHandler,
+  fileSaveHandler,
+  loadModelFromDir,
+  ModelCheckpointCallback,
+  type ModelCheckpointOptions,
+  type SaveModelOptions,
+  saveModelToDir,
+} from './checkpoint.js';
+export {
   allgather,
   allgatherSync,
   allreduce,
@@ -34,6 +44,8 @@ export {
   type TensorReducescatterOptions,
 } from './collectives.js';
 export { DistributedOptimizer, type DistributedOptimizerOptions } from './distributed_optimizer.js';
+/** Elastic training (docs/tfjs.md): `rrtf.elastic.TfjsState({ model, optimizer, ...values })`. */
+export * as elastic from './elastic_state.js';
 export { JoinCallback, type JoinCallbackOptions } from './join_callback.js';
 export { getLearningRate, setLearningRate } from './learning_rate.js';
 export { LearningRateWarmupCallback, type LearningRateWarmupOptions } from './lr_warmup_callback.js';
