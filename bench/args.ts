@@ -24,6 +24,12 @@ export interface BenchArgs {
   json: string | undefined;
   timeline: string | undefined;
   backend: 'tcp' | 'mpi' | 'auto';
+  /** Draw busbw and time against size into this SVG file (plot.ts). */
+  plot: string | undefined;
+  /** With --plot: the peers' results to draw beside (a run-peers.sh or compare_peers.sh output folder). */
+  peers: string | undefined;
+  /** Run the ranks under `ringrun --dashboard` (what watching a job costs: docs/performance.md). */
+  dashboard: boolean;
 }
 
 const kUnits: Record<string, number> = {
@@ -113,6 +119,9 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     .option('--json <file>', 'also write the results as JSON to <file> ("-" for stdout)')
     .option('--timeline <file>', 'write a Chrome trace / Perfetto JSON of every rank to <file>')
     .option('--backend <backend>', 'tcp, mpi or auto (RINGREDUCE_BACKEND)', 'tcp')
+    .option('--plot <file.svg>', 'also draw bus bandwidth and time per call against size into <file.svg>')
+    .option('--peers <dir>', "with --plot: draw the peers' figures too, from a run-peers.sh or compare_peers.sh output folder")
+    .option('--dashboard', 'run the ranks under ringrun --dashboard, to measure what watching costs')
     .exitOverride();
   program.parse(argv, { from: 'user' });
   const o = program.opts();
@@ -120,6 +129,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
   if (o.fresh && o.inPlace) throw new InvalidArgumentError('--fresh and --in-place exclude each other');
   if (!['tcp', 'mpi', 'auto'].includes(o.backend)) throw new InvalidArgumentError('--backend must be tcp, mpi or auto');
   if (o.setRanks > o.ranks) throw new InvalidArgumentError(`--set-ranks ${o.setRanks} is more than --ranks ${o.ranks}`);
+  if (o.peers !== undefined && o.plot === undefined) throw new InvalidArgumentError('--peers goes with --plot');
   return {
     ops: o.op,
     sizes: parseSizes(o.sizes, o.factor),
@@ -136,5 +146,8 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     json: o.json,
     timeline: o.timeline,
     backend: o.backend,
+    plot: o.plot,
+    peers: o.peers,
+    dashboard: Boolean(o.dashboard),
   };
 }

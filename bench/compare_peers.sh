@@ -5,14 +5,14 @@
 #   npm run build && bash bench/compare_peers.sh            # REPS=2, 2 and 4 ranks, ~15 min
 #   REPS=1 RANKS="2" SIZES="4 1024 16384" bash bench/compare_peers.sh
 #
-# Needs the peers installed (see ../shared/bench/README.md). Prints one markdown table of mean
+# Needs the peers installed (see bench/peers/README.md). Prints one markdown table of mean
 # time per call (best of the repetitions) and ringreduce's ratio to the best peer, for the API's
 # default (input copied) and in place (`out` = the tensor, as torch.distributed); raw results
 # stay in $OUT. Figures only compare within one run: the absolute numbers move with the load.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
-PEERS=${PEERS:-$ROOT/../shared/bench}
+PEERS=${PEERS:-$HERE/peers}
 REPS=${REPS:-2}
 RANKS=${RANKS:-"2 4"}
 SIZES=${SIZES:-"4 1024 16384 1048576 16777216 268435456"}

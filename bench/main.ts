@@ -24,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { CommanderError } from 'commander';
 import { type BenchArgs, parseBenchArgs } from './args.js';
 import { idlePercent, machineLine } from './machine.js';
+import { benchPlot } from './plot_bench.js';
 import type { BenchReport, BenchSpec } from './spec.js';
 import { formatTable, mergeReports } from './table.js';
 import { mergeTimelines } from './timeline_merge.js';
@@ -41,6 +42,7 @@ function runRanks(args: BenchArgs, specPath: string, timelineBase: string | unde
       String(args.ranks),
       // The MPI backend needs the ranks started by mpirun (ringrun calls it), not by ringrun itself.
       ...(args.backend === 'mpi' ? ['--backend', 'mpi'] : []),
+      ...(args.dashboard ? ['--dashboard'] : []),
       '--',
       process.execPath,
       join(kRoot, 'dist/bench/rank.js'),
@@ -94,7 +96,7 @@ async function main(): Promise<number> {
     const rows = mergeReports(reports);
     const machine = { before: machineBefore, after: machineLine(null) };
     console.log(
-      `# ringreduce bench: ${args.ranks} processes, backend ${args.backend}, ${args.fresh ? 'fresh output per call' : args.inPlace ? 'in place (out = the tensor) where the op allows' : 'output reused (out option) where the op has one'}${args.sync ? ', sync calls' : ''}${args.tensors > 1 ? `, ${args.tensors} tensors per step` : ''}\n# before: ${machine.before}`,
+      `# ringreduce bench: ${args.ranks} processes, backend ${args.backend}, ${args.fresh ? 'fresh output per call' : args.inPlace ? 'in place (out = the tensor) where the op allows' : 'output reused (out option) where the op has one'}${args.sync ? ', sync calls' : ''}${args.tensors > 1 ? `, ${args.tensors} tensors per step` : ''}${args.dashboard ? ', watched by ringrun --dashboard' : ''}\n# before: ${machine.before}`,
     );
     console.log(formatTable(rows, args.dtype));
     const idleCpu = reports.map((r) => `${r.idleCpuMs.toFixed(1)} ms`).join(', ');
@@ -109,6 +111,10 @@ async function main(): Promise<number> {
       );
       if (args.json === '-') console.log(json);
       else writeFileSync(args.json, json);
+    }
+    if (args.plot) {
+      writeFileSync(args.plot, benchPlot(rows, args));
+      console.log(`# plot: ${args.plot}`);
     }
     if (args.timeline && timelineBase) {
       const events = mergeTimelines(timelineBase, args.ranks, args.timeline);

@@ -2,7 +2,8 @@
 // Builds the optional MPI addon (native/) when MPI is installed; otherwise says so in one line
 // and succeeds. Run by `npm install` (the "install" script); never fails the install. Without
 // the addon the MPI backend explains what to install when asked for (src/transport/mpi/loader.ts).
-//   node scripts/build-native.mjs [--verbose]
+//   node scripts/build-native.mjs [--verbose] [--dry-run]
+// --dry-run prints the node-gyp command it would run, and runs nothing.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -12,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const nativeDir = join(root, 'native');
 const verbose = process.argv.includes('--verbose');
+const dryRun = process.argv.includes('--dry-run');
 
 function mpiPresent() {
   const probe = spawnSync(process.env.MPICC ?? 'mpicc', ['--version'], { stdio: 'ignore' });
@@ -31,11 +33,16 @@ function nodeGyp() {
   return existsSync(npmGyp) ? npmGyp : undefined;
 }
 
-// Node's own headers, when they are installed next to node (no download: builds offline).
+// Node's headers, found here rather than by a committed `nodedir` (which breaks every machine
+// whose headers are elsewhere): a distribution's node (/usr/bin/node: Debian, Ubuntu) has them
+// in /usr/include/node, where node-gyp would not look, and node-gyp cannot download headers
+// for a distribution's build anyway; any other node (nvm, official tarballs, Homebrew) is left
+// to node-gyp's default (its cache, or a download matching process.version). An explicit
+// `npm_config_nodedir` (npm --nodedir, or the user's own .npmrc) still wins.
 function nodeDir() {
   if (process.env.npm_config_nodedir) return process.env.npm_config_nodedir;
-  const prefix = join(dirname(process.execPath), '..');
-  return existsSync(join(prefix, 'include', 'node', 'node_api.h')) ? prefix : undefined;
+  if (process.execPath === '/usr/bin/node' && existsSync('/usr/include/node/node_api.h')) return '/usr';
+  return undefined;
 }
 
 function main() {
@@ -50,7 +57,12 @@ function main() {
     return;
   }
   const dir = nodeDir();
+  if (verbose) console.log(`ringreduce: node-gyp ${gyp}, Node headers from ${dir ?? "node-gyp's default"}`);
   const args = [gyp, 'rebuild', '--directory', nativeDir, '-j', '2', ...(dir ? [`--nodedir=${dir}`] : [])];
+  if (dryRun) {
+    console.log([process.execPath, ...args].join(' '));
+    return;
+  }
   const build = spawnSync(process.execPath, args, { cwd: nativeDir, stdio: verbose ? 'inherit' : 'pipe', encoding: 'utf8' });
   if (build.status === 0) {
     console.log('ringreduce: built the MPI addon (native/build/Release/ringreduce_mpi.node)');

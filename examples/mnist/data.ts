@@ -67,7 +67,7 @@ function shuffle<T>(items: T[], random: () => number): void {
 }
 
 /** A small seeded PRNG (mulberry32): the same sequence in every process. */
-function mulberry32(seed: number): () => number {
+export function mulberry32(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
     state = (state + 0x6d2b79f5) >>> 0;

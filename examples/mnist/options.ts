@@ -9,6 +9,13 @@
  *   --warmup-epochs N   MNIST_WARMUP_EPOCHS   learning-rate warm-up (default 2)
  *   --backend B         MNIST_BACKEND         wasm (default) or cpu
  *   --min-accuracy X    MNIST_MIN_ACCURACY    fail below this test accuracy (default 0.9; 0 when --steps is set)
+ *   --dashboard         MNIST_DASHBOARD=1     report batch metrics to ringrun's dashboard (ringrun --dashboard) and
+ *                                             draw a progress bar on rank 0 (DashboardCallback)
+ *   --elastic           MNIST_ELASTIC=1       elastic training (under ringrun --elastic): a custom loop under
+ *                                             rr.elastic.run, the model and progress in a TfjsState (elastic.ts)
+ *   --commit-every N    MNIST_COMMIT_EVERY    elastic: commit every N steps (default 4)
+ *   --kill-worker W     MNIST_KILL_WORKER     elastic, a test hook: the worker named W (w0, w1, ...) SIGKILLs
+ *   --kill-at-batch N   MNIST_KILL_AT_BATCH   itself when it reaches step N (counted over the whole run)
  */
 import { parseArgs } from 'node:util';
 import type { BackendName } from './backend.js';
@@ -22,6 +29,11 @@ export interface TrainOptions {
   warmupEpochs: number;
   backend: BackendName;
   minAccuracy: number;
+  dashboard: boolean;
+  elastic: boolean;
+  commitEvery: number;
+  killWorker: string | undefined;
+  killAtBatch: number | undefined;
 }
 
 const kFlags = {
@@ -33,16 +45,20 @@ const kFlags = {
   'warmup-epochs': { env: 'MNIST_WARMUP_EPOCHS', fallback: '2' },
   backend: { env: 'MNIST_BACKEND', fallback: 'wasm' },
   'min-accuracy': { env: 'MNIST_MIN_ACCURACY', fallback: undefined },
+  'commit-every': { env: 'MNIST_COMMIT_EVERY', fallback: '4' },
+  'kill-worker': { env: 'MNIST_KILL_WORKER', fallback: undefined },
+  'kill-at-batch': { env: 'MNIST_KILL_AT_BATCH', fallback: undefined },
 } as const;
 type Flag = keyof typeof kFlags;
 
 export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): TrainOptions {
   const { values } = parseArgs({
     args: [...argv],
-    options: Object.fromEntries(Object.keys(kFlags).map((flag) => [flag, { type: 'string' }])) as Record<
-      Flag,
-      { type: 'string' }
-    >,
+    options: {
+      ...(Object.fromEntries(Object.keys(kFlags).map((flag) => [flag, { type: 'string' }])) as Record<Flag, { type: 'string' }>),
+      dashboard: { type: 'boolean' },
+      elastic: { type: 'boolean' },
+    },
     strict: true,
   });
   const raw = (flag: Flag): string | undefined => values[flag] ?? env[kFlags[flag].env] ?? kFlags[flag].fallback;
@@ -66,5 +82,10 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): T
     warmupEpochs: number('warmup-epochs', (v) => v >= 0) as number,
     backend,
     minAccuracy: number('min-accuracy', (v) => v >= 0 && v <= 1) ?? (steps === undefined ? 0.9 : 0),
+    dashboard: values.dashboard === true || env.MNIST_DASHBOARD === '1',
+    elastic: values.elastic === true || env.MNIST_ELASTIC === '1',
+    commitEvery: number('commit-every', positiveInt) as number,
+    killWorker: raw('kill-worker'),
+    killAtBatch: number('kill-at-batch', (v) => Number.isSafeInteger(v) && v >= 0),
   };
 }

@@ -4,6 +4,7 @@
  *   npm run build
  *   node bin/ringrun.js -np 4 node dist/examples/mnist/train.js            # full run, ~1 minute
  *   node bin/ringrun.js -np 2 node dist/examples/mnist/train.js --epochs 1 --steps 20   # quick
+ *   node bin/ringrun.js --elastic --min-np 2 -np 4 node dist/examples/mnist/train.js --elastic   # elastic.ts
  *
  * Each rank trains on its own quarter of the training set; DistributedOptimizer averages the
  * gradients over the ranks at every step, so all ranks hold the same weights throughout. The
@@ -16,8 +17,9 @@ import * as rrtf from '../../src/adapters/tfjs/index.js';
 import * as rr from '../../src/index.js';
 import { useBackend } from './backend.js';
 import { type Digits, kClasses, kImageSize, loadMnist, slice } from './data.js';
+import { trainElastic } from './elastic.js';
 import { buildModel } from './model.js';
-import { parseOptions } from './options.js';
+import { parseOptions, type TrainOptions } from './options.js';
 import { ProgressLogger } from './progress.js';
 
 const kTestCount = 2000;
@@ -33,6 +35,7 @@ async function main(): Promise<void> {
 
   // Every rank derives the same split, then keeps its own shard of it.
   const { train, test } = loadMnist(kTestCount, kSplitSeed);
+  if (options.elastic) return mainElastic(options, train, test);
   const shard = rrtf.shardRange(train.count, { rank, size });
   const perRank = Math.min(shard.end - shard.start, (options.steps ?? Number.POSITIVE_INFINITY) * options.batchSize);
   const mine = slice(train, shard.start, shard.start + perRank);
@@ -63,6 +66,7 @@ async function main(): Promise<void> {
       new rrtf.BroadcastGlobalVariablesCallback({ root: 0 }),
       new rrtf.MetricAverageCallback(),
       new rrtf.LearningRateWarmupCallback({ initialLearningRate: lr, warmupEpochs: options.warmupEpochs }),
+      ...(options.dashboard ? [new rrtf.DashboardCallback()] : []),
       progress,
     ],
   });
@@ -75,6 +79,29 @@ async function main(): Promise<void> {
   log(`weights checksum ${digest}: ${identical ? `identical on all ${size} rank(s)` : 'DIFFERS between ranks'}`);
 
   tf.dispose([xs, ys]);
+  await rr.shutdown();
+  if (!identical) throw new Error('ranks ended with different weights');
+  if (accuracy < options.minAccuracy) throw new Error(`test accuracy ${accuracy.toFixed(4)} is below ${options.minAccuracy}`);
+}
+
+/**
+ * --elastic: the loop of elastic.ts under rr.elastic.run, then the same test and checksum by the
+ * ranks left at the end; every rank also prints its checksum, under its worker name.
+ */
+async function mainElastic(options: TrainOptions, train: Digits, test: Digits): Promise<void> {
+  const run = await trainElastic(options, train);
+  const rank = rr.rank();
+  const size = rr.size();
+  const log = (line: string) => rank === 0 && console.log(line);
+  log(
+    `trained in ${run.seconds.toFixed(1)} s with ${size} rank(s) at the end, ${run.resets} change(s) of membership; ` +
+      `commit: ${(run.commitMs / Math.max(1, run.commits)).toFixed(2)} ms each (${run.commits} commits)`,
+  );
+  const accuracy = await testAccuracy(run.model, test, { rank, size });
+  log(`test accuracy ${accuracy.toFixed(4)} (${kTestCount} images)`);
+  const { digest, identical } = await compareWeights(run.model);
+  console.log(`worker ${process.env.RINGREDUCE_ELASTIC_WORKER ?? '-'} is rank ${rank} of ${size}: weights checksum ${digest}`);
+  log(`weights checksum ${digest}: ${identical ? `identical on all ${size} rank(s)` : 'DIFFERS between ranks'}`);
   await rr.shutdown();
   if (!identical) throw new Error('ranks ended with different weights');
   if (accuracy < options.minAccuracy) throw new Error(`test accuracy ${accuracy.toFixed(4)} is below ${options.minAccuracy}`);

@@ -7,6 +7,10 @@
  *
  * The worker and the port keep the process alive only while a call is pending, so a script that
  * forgets shutdown() still exits.
+ *
+ * The worker runs a file, so the flags that describe the main program's entry (`node
+ * --input-type=module -e ...`, stdin, `-p`) must not reach it: a worker given --input-type
+ * fails to start. They are filtered out of the inherited execArgv (workerExecArgv).
  */
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import type { Config } from '../core/config.js';
@@ -22,6 +26,9 @@ import {
   type ToEngine,
   type WorkerInit,
 } from '../engine/worker_protocol.js';
+import { dashboardTargetFromEnv } from '../observability/dashboard_target.js';
+import { createStatsBuffer } from '../observability/stats.js';
+import type { BackendName } from '../transport/backends.js';
 import { waitForChange } from './spin_wait.js';
 
 export interface Completion {
@@ -55,6 +62,10 @@ export interface EngineLink {
   /** Submits a call and blocks this thread until it settles. */
   submitSync(call: Call): Completion;
   shutdown(): Promise<void>;
+  /** The backend the engine connected with (unset for engines of tests, in this thread). */
+  readonly backend?: BackendName;
+  /** The engine's counters, for rr.stats() (observability/stats.ts). */
+  readonly statsBuffer?: SharedArrayBuffer;
 }
 
 interface PendingCall {
@@ -66,12 +77,77 @@ interface PendingCall {
 
 const kWorkerUrl = new URL('../engine/worker.js', import.meta.url);
 
+/** Flags that say what the main program is (code from -e, stdin, a REPL, a test run), with their value if separate. */
+const kEntryFlags: ReadonlyMap<string, boolean> = new Map([
+  ['--input-type', true],
+  ['-e', true],
+  ['--eval', true],
+  ['-p', true],
+  ['-pe', true],
+  ['--print', true],
+  ['-i', false],
+  ['--interactive', false],
+  ['-c', false],
+  ['--check', false],
+  ['--watch', false],
+  ['--watch-path', true],
+  ['--watch-preserve-output', false],
+  ['--test', false],
+  ['-', false],
+]);
+
+/**
+ * The execArgv for the engine's worker: undefined (inherit the process's, as Node does by
+ * default) unless it holds flags about the main program's entry, which are then left out,
+ * with the values they take.
+ */
+export function workerExecArgv(execArgv: readonly string[]): string[] | undefined {
+  const kept: string[] = [];
+  let removed = false;
+  for (let i = 0; i < execArgv.length; i++) {
+    const arg = execArgv[i] as string;
+    const eq = arg.indexOf('=');
+    const flag = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
+    const takesValue = kEntryFlags.get(flag);
+    if (takesValue === undefined && !flag.startsWith('--test-')) {
+      kept.push(arg);
+      continue;
+    }
+    removed = true;
+    if (takesValue === true && eq < 0) i++; // its value is the next word
+  }
+  return removed ? kept : undefined;
+}
+
+/**
+ * A worker with `execArgv`; flags a worker refuses (V8's and the process's, which Node lets a
+ * worker inherit silently but not be given) are dropped as Node names them.
+ */
+function startWorker(workerData: WorkerInit, transferList: MessagePort[]): Worker {
+  let execArgv = workerExecArgv(process.execArgv);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return new Worker(kWorkerUrl, { workerData, transferList, ...(execArgv && { execArgv }) });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ERR_WORKER_INVALID_EXEC_ARGV' || !execArgv || attempt > 0) throw error;
+      const refused = new Set(((error as Error).message.split(': ')[1] ?? '').split(', '));
+      execArgv = execArgv.filter((arg, i, all) => {
+        if (refused.has(arg) || refused.has(arg.split('=')[0] as string)) return false;
+        const previous = all[i - 1];
+        // The separate value of a refused flag (--stack-size 500).
+        return !(previous !== undefined && refused.has(previous) && !previous.includes('=') && !arg.startsWith('-'));
+      });
+    }
+  }
+}
+
 export class EngineClient implements EngineLink {
   private readonly pending = new Map<number, PendingCall>();
   private nextId = 1;
   private closed = false;
   private onReady: PendingCall | undefined;
   private onClosed: (() => void) | undefined;
+  private connectedWith: BackendName | undefined;
   /** The second and later submissions of the current synchronous burst, posted together once it ends. */
   private burst: Submission[] = [];
   private inBurst = false;
@@ -85,20 +161,29 @@ export class EngineClient implements EngineLink {
     private readonly port: MessagePort,
     private readonly signal: Int32Array,
     private readonly syncTimeoutMs: number,
+    /** The counters the engine writes and rr.stats() reads. */
+    readonly statsBuffer: SharedArrayBuffer,
   ) {
     port.on('message', (messages: FromEngine[]) => this.dispatchAll(messages));
     worker.on('error', (error) => this.die(new RingReduceError(`the ringreduce engine thread crashed: ${error.message}`)));
     worker.on('exit', (code) => this.die(new ShutdownError(`the ringreduce engine thread exited (code ${code})`)));
   }
 
+  /** The backend the engine connected with, once started. */
+  get backend(): BackendName | undefined {
+    return this.connectedWith;
+  }
+
   /** Starts the engine and resolves once it has joined the job (rendezvous and connections done). */
   static async start(config: Config): Promise<EngineClient> {
     const { port1, port2 } = new MessageChannel();
     const signal = new Int32Array(new SharedArrayBuffer(8));
-    const init: WorkerInit = { config, port: port2, signal };
-    const worker = new Worker(kWorkerUrl, { workerData: init, transferList: [port2] });
+    const stats = createStatsBuffer();
+    const dashboard = dashboardTargetFromEnv();
+    const init: WorkerInit = { config, port: port2, signal, stats, ...(dashboard && { dashboard }) };
+    const worker = startWorker(init, [port2]);
     const syncTimeoutMs = (config.stallTimeoutMs > 0 ? config.stallTimeoutMs : 600_000) + config.ioTimeoutMs + 5_000;
-    const client = new EngineClient(worker, port1, signal, syncTimeoutMs);
+    const client = new EngineClient(worker, port1, signal, syncTimeoutMs, stats);
     await new Promise<Completion>((resolve, reject) => {
       client.onReady = { resolve, reject };
     });
@@ -238,6 +323,7 @@ export class EngineClient implements EngineLink {
   private dispatch(message: FromEngine): void {
     switch (message.type) {
       case 'ready':
+        this.connectedWith = message.backend;
         this.onReady?.resolve({});
         this.onReady = undefined;
         return;

@@ -4,13 +4,15 @@
  * several instances to run several ranks in one process (the tests do).
  */
 import { BufferPool } from '../core/buffer_pool.js';
-import { type Config, type InitOptions, resolveConfig } from '../core/config.js';
+import { type Config, type InitOptions, kVersion, resolveConfig } from '../core/config.js';
 import { allocShared } from '../core/dtypes.js';
-import { InvalidArgumentError, ShutdownError } from '../core/errors.js';
+import { InvalidArgumentError, RingReduceError, ShutdownError } from '../core/errors.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
 import type { CollectiveOp, Request } from '../engine/messages.js';
 import { unnamedName } from '../engine/ops/registry.js';
+import { type RankStats, readStats } from '../observability/stats.js';
+import type { BackendName } from '../transport/backends.js';
 import type { CallContext, Prepared, Result } from './call.js';
 import { ElasticWorker } from './elastic_worker.js';
 import { EngineClient, type EngineLink } from './engine_client.js';
@@ -37,6 +39,7 @@ import { prepareScatter, type ScatterOptions } from './ops/scatter.js';
 import { ProcessSet, parseProcessSet, parseSetRanks } from './process_set.js';
 import { type ParsedTensor, parseName } from './tensor_args.js';
 
+export type { OpStats, RankStats, StatOp } from '../observability/stats.js';
 export type { Result } from './call.js';
 export type { AllgatherOptions } from './ops/allgather.js';
 export type { AllreduceOptions } from './ops/allreduce.js';
@@ -182,6 +185,25 @@ export class RingReduce {
   }
   crossSize(): number {
     return this.config.crossSize;
+  }
+  /** This package's version (package.json). */
+  readonly version: string = kVersion;
+  /** The backend this rank connected with: 'tcp', 'mpi' or 'solo' (one rank); 'memory' for in-process test worlds. */
+  backend(): BackendName | 'memory' {
+    return this.engine.backend ?? 'memory';
+  }
+
+  /**
+   * This rank's counters since init (or an elastic job's last re-form): collectives completed and
+   * failed, by operation, with their bytes; bytes sent and received; time in negotiation and in
+   * execution; fusion ratio; response cache hits; what is pending. Read synchronously from memory
+   * the engine thread updates (observability/stats.ts): cheap enough to call every step.
+   * @example const s = rr.stats(); console.log(s.byOp.allreduce.completed, s.sentBytes, s.pending);
+   */
+  stats(): RankStats {
+    const buffer = this.engine.statsBuffer;
+    if (buffer === undefined) throw new RingReduceError('the engine of this rank keeps no stats (a test engine, in this thread)');
+    return readStats(buffer);
   }
 
   /**

@@ -4,10 +4,13 @@
  * engine share; nothing else looks at process.env.
  *
  * Rank and size come from the first source that sets them: RINGREDUCE_*, Open MPI
- * (OMPI_COMM_WORLD_*), torchrun (RANK, WORLD_SIZE, ...), then Slurm or PMI. Without any, the
- * process is a job of size 1.
+ * (OMPI_COMM_WORLD_*), torchrun (RANK, WORLD_SIZE, ...), Slurm (SLURM_PROCID, ...), then PMI.
+ * Without any, the process is a job of size 1; so is one with RINGREDUCE_SIZE=1 alone, whatever
+ * else is set. A source other than RINGREDUCE_* is recorded (Config.jobSource), so that a
+ * process that joined a job because of variables left in its environment says so.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { kEnv } from './env_names.js';
 import { InvalidArgumentError } from './errors.js';
@@ -65,12 +68,50 @@ export interface Config {
   readonly timeline: string | undefined;
   /** Process sets defined from the start (ids 1, 2, ... in this order): ranks of the job, the same on every rank. */
   readonly processSets: readonly (readonly number[])[];
+  /** The launcher variables rank and size came from, when not from RINGREDUCE_* or options (said at init). */
+  readonly jobSource: JobSource | undefined;
   /**
    * Elastic mode (ringrun --elastic): this process's worker id. Rank and size then come from the
-   * generation the launcher publishes in its store (elastic/membership.ts), not from the environment,
-   * and no rank hosts the store.
+   * generation the launcher publishes in its store (rendezvous/generations.ts), not from the
+   * environment, and no rank hosts the store.
    */
   readonly elasticWorker: string | undefined;
+}
+
+/** Which variables made this process a rank of a job. */
+export interface JobSource {
+  /** "torchrun", "Slurm", "Open MPI", "PMI". */
+  readonly launcher: string;
+  /** The variables with their values, e.g. "RANK=1, WORLD_SIZE=4". */
+  readonly variables: string;
+  /**
+   * Why these look left over rather than set by that launcher for this process (RANK and
+   * WORLD_SIZE without torchrun's TORCHELASTIC_RUN_ID, Slurm's without an srun step), or
+   * undefined when they look deliberate. Said as a warning at init.
+   */
+  readonly suspicious: string | undefined;
+}
+
+/**
+ * "rank 1 of 4 because RANK=1, WORLD_SIZE=4 are set (...); set RINGREDUCE_SIZE=1 to run this
+ * process alone": for the log line at init and the errors of a job that never gathers.
+ */
+export function joinedBecause(source: JobSource, rank: number, size: number): string {
+  const why = source.suspicious === undefined ? `${source.launcher}'s variables` : source.suspicious;
+  return `rank ${rank} of ${size} because ${source.variables} ${source.variables.includes(',') ? 'are' : 'is'} set (${why}); set ${kEnv.size}=1 to run this process alone`;
+}
+
+/** This package's version (package.json), read once. */
+export const kVersion: string = readPackageVersion();
+
+function readPackageVersion(): string {
+  try {
+    // dist/src/core/config.js (and src/core/config.ts) sit three folders below the package root.
+    const text = readFileSync(new URL('../../../package.json', import.meta.url), 'utf8');
+    return (JSON.parse(text) as { version?: string }).version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
 }
 
 export type Backend = 'tcp' | 'mpi' | 'auto';
@@ -111,6 +152,9 @@ const kOptionsSchema = z.strictObject({
 /** Options of init(); each wins over its environment variable (docs/env.md). */
 export type InitOptions = z.input<typeof kOptionsSchema>;
 
+/** The names of init()'s options, in the schema's order (docs/env.md lists them all). */
+export const kInitOptionNames: readonly string[] = Object.freeze(Object.keys(kOptionsSchema.shape));
+
 type Env = Readonly<Record<string, string | undefined>>;
 
 function envInt(env: Env, name: string, min = 0): number | undefined {
@@ -123,23 +167,196 @@ function envInt(env: Env, name: string, min = 0): number | undefined {
   return value;
 }
 
+interface EnvPlacement {
+  rank: number;
+  size: number;
+  localRank: number | undefined;
+  localSize: number | undefined;
+  crossRank: number | undefined;
+  crossSize: number | undefined;
+  source: JobSource | undefined;
+}
+
+const kRingreduceSource = [kEnv.rank, kEnv.size, kEnv.localRank, kEnv.localSize] as const;
+
+/** The launchers whose variables give rank and size, after RINGREDUCE_*, in precedence order. */
+const kLauncherSources = [
+  {
+    launcher: 'Open MPI',
+    names: ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK', 'OMPI_COMM_WORLD_LOCAL_SIZE'],
+    suspicious: () => undefined,
+  },
+  {
+    launcher: 'torchrun',
+    names: ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'],
+    suspicious: (env: Env) =>
+      env.TORCHELASTIC_RUN_ID ? undefined : "torchrun's variables, but TORCHELASTIC_RUN_ID is unset: torchrun did not set them",
+  },
+  {
+    launcher: 'Slurm',
+    names: ['SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_LOCALID', 'SLURM_NTASKS_PER_NODE'],
+    suspicious: (env: Env) =>
+      env.SLURM_STEP_ID || env.SLURM_STEPID ? undefined : 'Slurm variables, but not of an srun step (SLURM_STEP_ID is unset)',
+  },
+  {
+    launcher: 'PMI',
+    names: ['PMI_RANK', 'PMI_SIZE', 'MPI_LOCALRANKID', 'MPI_LOCALNRANKS'],
+    suspicious: () => undefined,
+  },
+] as const;
+
 /** The first source, in precedence order, that sets both rank and size. */
-function rankAndSizeFromEnv(env: Env) {
-  const sources = [
-    [kEnv.rank, kEnv.size, kEnv.localRank, kEnv.localSize],
-    ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK', 'OMPI_COMM_WORLD_LOCAL_SIZE'],
-    ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'],
-    ['SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_LOCALID', 'SLURM_NTASKS_PER_NODE'],
-    ['PMI_RANK', 'PMI_SIZE', 'MPI_LOCALRANKID', 'MPI_LOCALNRANKS'],
-  ] as const;
-  for (const [r, s, lr, ls] of sources) {
-    const rank = envInt(env, r);
-    const size = envInt(env, s);
-    if (rank !== undefined && size !== undefined) {
-      return { rank, size, localRank: envInt(env, lr), localSize: envInt(env, ls) };
+function placementFromEnv(env: Env): EnvPlacement | undefined {
+  const [r, s, lr, ls] = kRingreduceSource;
+  const size = envInt(env, s, 1);
+  const rank = envInt(env, r);
+  if (size !== undefined) {
+    // RINGREDUCE_SIZE=1 alone runs this process alone, whatever other launchers' variables say.
+    if (rank === undefined && size !== 1) throw new InvalidArgumentError(`${s}=${size} is set without ${r}`);
+    return {
+      rank: rank ?? 0,
+      size,
+      localRank: envInt(env, lr),
+      localSize: envInt(env, ls, 1),
+      crossRank: envInt(env, kEnv.crossRank),
+      crossSize: envInt(env, kEnv.crossSize, 1),
+      source: undefined,
+    };
+  }
+  for (const { launcher, names, suspicious } of kLauncherSources) {
+    const [rn, sn, lrn, lsn] = names;
+    const rank = envInt(env, rn);
+    const size = envInt(env, sn, 1);
+    if (rank === undefined || size === undefined) continue;
+    const variables = names.filter((name) => env[name] !== undefined && env[name] !== '');
+    const source = {
+      launcher,
+      variables: variables.map((name) => `${name}=${env[name]}`).join(', '),
+      suspicious: suspicious(env),
+    };
+    const base = { rank, size, localRank: envInt(env, lrn), localSize: envInt(env, lsn, 1), source };
+    if (launcher === 'Slurm') return { ...base, ...slurmPlacement(env) };
+    if (launcher === 'torchrun') {
+      return { ...base, crossRank: envInt(env, 'GROUP_RANK'), crossSize: envInt(env, 'GROUP_WORLD_SIZE', 1) };
     }
+    return { ...base, crossRank: envInt(env, kEnv.crossRank), crossSize: envInt(env, kEnv.crossSize, 1) };
   }
   return undefined;
+}
+
+/**
+ * Slurm's node-level values. SLURM_NTASKS_PER_NODE is set only with --ntasks-per-node; the
+ * tasks of each node are in SLURM_STEP_TASKS_PER_NODE (srun) or SLURM_TASKS_PER_NODE, as
+ * "2(x3),1" (2 tasks on each of 3 nodes, then 1), indexed by SLURM_NODEID.
+ */
+function slurmPlacement(env: Env): Pick<EnvPlacement, 'localSize' | 'crossRank' | 'crossSize'> {
+  const nodeId = envInt(env, 'SLURM_NODEID');
+  const perNodeText = env.SLURM_STEP_TASKS_PER_NODE || env.SLURM_TASKS_PER_NODE;
+  const perNode = perNodeText ? parseSlurmTasksPerNode(perNodeText) : undefined;
+  const fromList = nodeId !== undefined ? perNode?.[nodeId] : undefined;
+  return {
+    localSize: envInt(env, 'SLURM_NTASKS_PER_NODE', 1) ?? fromList,
+    crossRank: nodeId,
+    crossSize: envInt(env, 'SLURM_STEP_NUM_NODES', 1) ?? envInt(env, 'SLURM_NNODES', 1) ?? perNode?.length,
+  };
+}
+
+/** Slurm's tasks-per-node form, "2(x3),1", expanded: [2, 2, 2, 1]. */
+export function parseSlurmTasksPerNode(text: string): number[] {
+  const counts: number[] = [];
+  for (const item of text.split(',')) {
+    const match = /^\s*(\d+)(?:\(x(\d+)\))?\s*$/.exec(item);
+    if (match === null) {
+      throw new InvalidArgumentError(`Slurm tasks per node ${JSON.stringify(text)}: expected a form like "2(x3),1"`);
+    }
+    const repeat = Number(match[2] ?? 1);
+    if (repeat > 1_000_000) throw new InvalidArgumentError(`Slurm tasks per node ${JSON.stringify(text)}: too many nodes`);
+    for (let i = 0; i < repeat; i++) counts.push(Number(match[1]));
+  }
+  return counts;
+}
+
+/**
+ * Slurm's compressed host list, expanded in order: "node[01-03,07],gpu[1-2]-ib" gives node01,
+ * node02, node03, node07, gpu1-ib, gpu2-ib. Ranges keep their zero padding; several bracket
+ * groups in one name multiply out. Throws InvalidArgumentError on a malformed list.
+ */
+export function expandSlurmHostlist(text: string): string[] {
+  const hosts: string[] = [];
+  for (const item of splitTopLevel(text)) {
+    let names = [''];
+    const pattern = /([^[]*)(?:\[([^\]]*)\])?/gy;
+    let consumed = 0;
+    for (let match = pattern.exec(item); match !== null && match[0] !== ''; match = pattern.exec(item)) {
+      consumed = pattern.lastIndex;
+      const prefix = match[1] ?? '';
+      const choices = match[2] === undefined ? [''] : expandRanges(match[2], text);
+      names = names.flatMap((name) => choices.map((choice) => `${name}${prefix}${choice}`));
+      if (names.length > 1_000_000) throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)} is too long`);
+    }
+    if (consumed !== item.length) throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)} is malformed`);
+    hosts.push(...names.filter((name) => name !== ''));
+  }
+  return hosts;
+}
+
+/** Splits on the commas outside brackets. */
+function splitTopLevel(text: string): string[] {
+  const items: string[] = [];
+  let depth = 0;
+  let start = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '[') depth++;
+    else if (c === ']') depth--;
+    else if (c === ',' && depth === 0) {
+      items.push(text.slice(start, i));
+      start = i + 1;
+    }
+    if (depth < 0 || depth > 1) throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)} is malformed`);
+  }
+  if (depth !== 0) throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)} has an unclosed bracket`);
+  items.push(text.slice(start));
+  return items.map((item) => item.trim()).filter((item) => item !== '');
+}
+
+/** "01-03,07" → 01, 02, 03, 07 (the padding of the range's start is kept). */
+function expandRanges(ranges: string, text: string): string[] {
+  return ranges.split(',').flatMap((range) => {
+    const match = /^(\d+)(?:-(\d+))?$/.exec(range.trim());
+    if (match === null) throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)}: bad range "${range}"`);
+    const [, lowText = '', highText] = match;
+    const low = Number(lowText);
+    const high = highText === undefined ? low : Number(highText);
+    if (high < low || high - low > 1_000_000) {
+      throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)}: bad range "${range}"`);
+    }
+    return Array.from({ length: high - low + 1 }, (_, i) => String(low + i).padStart(lowText.length, '0'));
+  });
+}
+
+/** Below Linux's ephemeral ports (32768+), as ringrun's own choice for a remote store. */
+const kSlurmPortRange = [20_000, 32_000] as const;
+
+/**
+ * Where a job started by Slurm meets: the first node of the step (SLURM_STEP_NODELIST, else
+ * SLURM_JOB_NODELIST or SLURM_NODELIST), where task 0 runs, and a port derived from the job
+ * and step ids (two jobs, or two steps running at once, sharing a node get different ports);
+ * MASTER_PORT wins when set. Undefined outside Slurm. Also the default endpoint of
+ * `ringrun --slurm`.
+ */
+export function slurmRendezvous(env: Env): { host: string; port: number } | undefined {
+  const list = env.SLURM_STEP_NODELIST || env.SLURM_JOB_NODELIST || env.SLURM_NODELIST;
+  if (!list) return undefined;
+  const host = expandSlurmHostlist(list)[0];
+  if (host === undefined) return undefined;
+  const given = envInt(env, 'MASTER_PORT', 1);
+  if (given !== undefined) return { host, port: given };
+  const job = envInt(env, 'SLURM_JOB_ID') ?? envInt(env, 'SLURM_JOBID') ?? 0;
+  const step = envInt(env, 'SLURM_STEP_ID') ?? envInt(env, 'SLURM_STEPID') ?? 0;
+  const [low, high] = kSlurmPortRange;
+  // A step id may be 0xfffffffe (the batch step): keep the arithmetic in safe integers.
+  return { host, port: low + ((job * 31 + (step % 1000)) % (high - low)) };
 }
 
 function parseHostPort(text: string, what: string): { host: string; port: number } {
@@ -151,10 +368,29 @@ function parseHostPort(text: string, what: string): { host: string; port: number
   return { host: match[1], port };
 }
 
-function storeAddressFromEnv(env: Env): string | undefined {
+/**
+ * RINGREDUCE_STORE_ADDR; else MASTER_ADDR:MASTER_PORT, or the port next to it when torchrun's
+ * agent hosts its own store there (TORCHELASTIC_USE_AGENT_STORE=True: rank 0 cannot bind that
+ * port, and every rank derives the same neighbour); else, under Slurm, the step's first node.
+ */
+function storeAddressFromEnv(env: Env, placement: EnvPlacement | undefined): string | undefined {
   if (env[kEnv.storeAddr]) return env[kEnv.storeAddr];
-  if (env.MASTER_ADDR && env.MASTER_PORT) return `${env.MASTER_ADDR}:${env.MASTER_PORT}`;
+  if (env.MASTER_ADDR && env.MASTER_PORT) {
+    const port = Number(env.MASTER_PORT);
+    if (env.TORCHELASTIC_USE_AGENT_STORE === 'True' && Number.isSafeInteger(port) && port > 0 && port < 65535) {
+      return `${formatHost(env.MASTER_ADDR)}:${port + 1}`;
+    }
+    return `${formatHost(env.MASTER_ADDR)}:${env.MASTER_PORT}`;
+  }
+  if (placement?.source?.launcher === 'Slurm') {
+    const meet = slurmRendezvous(env);
+    if (meet !== undefined) return `${formatHost(meet.host)}:${meet.port}`;
+  }
   return undefined;
+}
+
+function formatHost(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
 }
 
 /** Every set: ranks of the job, none twice. */
@@ -178,16 +414,19 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     throw new InvalidArgumentError(`${where}: ${issue?.message ?? 'invalid'}`);
   }
   const o = parsed.data;
-  const fromEnv = rankAndSizeFromEnv(env);
+  const fromEnv = placementFromEnv(env);
   const size = o.size ?? fromEnv?.size ?? 1;
-  const rank = o.rank ?? fromEnv?.rank ?? 0;
+  // The environment's rank and local values describe its job: only when that is the job of the options.
+  const ofJob = o.size === undefined || o.size === fromEnv?.size ? fromEnv : undefined;
+  const rank = o.rank ?? ofJob?.rank ?? 0;
   if (rank >= size) throw new InvalidArgumentError(`rank ${rank} is out of range for a job of size ${size}`);
-  const localSize = o.localSize ?? fromEnv?.localSize ?? size;
-  const localRank = o.localRank ?? fromEnv?.localRank ?? rank;
-  const crossSize = o.crossSize ?? envInt(env, kEnv.crossSize) ?? 1;
-  const crossRank = o.crossRank ?? envInt(env, kEnv.crossRank) ?? 0;
+  const localSize = o.localSize ?? ofJob?.localSize ?? size;
+  const localRank = o.localRank ?? ofJob?.localRank ?? rank;
+  const crossSize = o.crossSize ?? ofJob?.crossSize ?? 1;
+  const crossRank = o.crossRank ?? ofJob?.crossRank ?? 0;
+  const jobSource = o.size === undefined && o.rank === undefined && size > 1 ? fromEnv?.source : undefined;
 
-  const storeText = o.storeAddress ?? storeAddressFromEnv(env);
+  const storeText = o.storeAddress ?? storeAddressFromEnv(env, ofJob);
   const backend = o.backend ?? env[kEnv.backend] ?? 'auto';
   if (!kBackends.includes(backend as Backend)) {
     throw new InvalidArgumentError(`RINGREDUCE_BACKEND must be tcp, mpi or auto, got ${JSON.stringify(backend)}`);
@@ -196,8 +435,9 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
   // The MPI backend needs no store: only a TCP job must know where rank 0's store is.
   const mayUseMpi = backend === 'mpi' || (backend === 'auto' && underMpi);
   if (size > 1 && storeText === undefined && !mayUseMpi) {
+    const why = jobSource === undefined ? '' : ` (${joinedBecause(jobSource, rank, size)})`;
     throw new InvalidArgumentError(
-      `a job of size ${size} needs the rendezvous address: set RINGREDUCE_STORE_ADDR (or MASTER_ADDR and MASTER_PORT), or start the job with ringrun`,
+      `a job of size ${size} needs the rendezvous address: set RINGREDUCE_STORE_ADDR (or MASTER_ADDR and MASTER_PORT), or start the job with ringrun${why}`,
     );
   }
   const store = storeText === undefined ? { host: '127.0.0.1', port: 0 } : parseHostPort(storeText, 'store address');
@@ -223,6 +463,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     stallWarningMs: o.stallWarningMs ?? envInt(env, kEnv.stallWarningMs) ?? 30_000,
     heartbeatMs: o.heartbeatMs ?? envInt(env, kEnv.heartbeatMs) ?? 2_000,
     networkInterface: o.networkInterface ?? (env[kEnv.networkInterface] || undefined),
+    // A job of one rank has no connection to protect.
     // A job of one rank has no connection to protect (an elastic one may grow: its size comes later).
     secret: size === 1 && !env[kEnv.elasticWorker] ? undefined : (o.secret ?? (env[kEnv.secret] || undefined)),
     logLevel,
@@ -242,6 +483,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     sharedMemory: o.sharedMemory ?? env[kEnv.sharedMemory] !== '0',
     timeline: o.timeline ?? (env[kEnv.timeline] || undefined),
     processSets: checkProcessSets(o.processSets ?? [], size),
+    jobSource: jobSource === undefined ? undefined : Object.freeze({ ...jobSource }),
     elasticWorker: env[kEnv.elasticWorker] || undefined,
   });
 }

@@ -1,26 +1,46 @@
 /**
  * The error classes of ringreduce. Every error thrown or rejected by the library is a
  * RingReduceError; the subclass says what went wrong and whether the job can go on
- * (see docs/errors.md).
+ * (see docs/errors.md). Each class has a stable `code` (Node's convention: branch on
+ * `error.code === 'ERR_RR_TIMEOUT'`, not on the message), derived from the class, so it
+ * survives every boundary the class does (toErrorRecord/fromErrorRecord).
  */
+
+/** The `code` of each error class: stable, append only. */
+export const kErrorCodes = {
+  RingReduceError: 'ERR_RR_ERROR',
+  InvalidArgumentError: 'ERR_RR_INVALID_ARGUMENT',
+  MismatchError: 'ERR_RR_MISMATCH',
+  PeerFailureError: 'ERR_RR_PEER_FAILURE',
+  TimeoutError: 'ERR_RR_TIMEOUT',
+  ShutdownError: 'ERR_RR_SHUTDOWN',
+  ProtocolError: 'ERR_RR_PROTOCOL',
+} as const;
+
+export type ErrorCode = (typeof kErrorCodes)[keyof typeof kErrorCodes];
 
 export class RingReduceError extends Error {
   override name = 'RingReduceError';
+  /** What kind of failure this is, stable across releases: see kErrorCodes and docs/errors.md. */
+  readonly code: ErrorCode = kErrorCodes.RingReduceError;
 }
 
 /** A bad argument or option. Names the argument. Recoverable: nothing was sent. */
 export class InvalidArgumentError extends RingReduceError {
   override name = 'InvalidArgumentError';
+  override readonly code: ErrorCode = kErrorCodes.InvalidArgumentError;
 }
 
 /** Ranks disagreed about a collective (dtype, shape, op, root). Same message on every rank. Recoverable. */
 export class MismatchError extends RingReduceError {
   override name = 'MismatchError';
+  override readonly code: ErrorCode = kErrorCodes.MismatchError;
 }
 
 /** A peer rank died or its connection broke. Names the rank. Not recoverable: the job is broken. */
 export class PeerFailureError extends RingReduceError {
   override name = 'PeerFailureError';
+  override readonly code: ErrorCode = kErrorCodes.PeerFailureError;
   constructor(
     message: string,
     readonly peerRank?: number,
@@ -32,16 +52,19 @@ export class PeerFailureError extends RingReduceError {
 /** A wait passed its deadline. Names what was waited for and the ranks missing. */
 export class TimeoutError extends RingReduceError {
   override name = 'TimeoutError';
+  override readonly code: ErrorCode = kErrorCodes.TimeoutError;
 }
 
 /** The runtime was shut down (or not initialised) while the call was pending. */
 export class ShutdownError extends RingReduceError {
   override name = 'ShutdownError';
+  override readonly code: ErrorCode = kErrorCodes.ShutdownError;
 }
 
 /** A peer sent bytes that break the wire protocol. Not recoverable for that connection. */
 export class ProtocolError extends RingReduceError {
   override name = 'ProtocolError';
+  override readonly code: ErrorCode = kErrorCodes.ProtocolError;
 }
 
 const kClasses = {

@@ -24,7 +24,9 @@ import {
   toErrorRecord,
 } from '../core/errors.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
+import { CountingTransport } from '../observability/counting_transport.js';
 import type { Logger } from '../observability/logger.js';
+import { StatsWriter } from '../observability/stats.js';
 import { Timeline, timelinePathFor } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
 import type { BurstGate } from './burst_gate.js';
@@ -39,6 +41,15 @@ import type { Entry } from './tensor_queue.js';
 import type { FromEngine } from './worker_protocol.js';
 
 const kCoordinator = 0;
+
+/** A call between submission and settlement (a collective's is its queue entry): what stats and the dashboard read of it. */
+export interface Unsettled {
+  request: Request | PeerRequest;
+  buffer: Entry['buffer'];
+  /** performance.now() at submission. */
+  submittedMs: number;
+}
+
 /** Messages for a set this rank has not defined yet (a faster member's), held at most: a bound on a broken peer. */
 const kMaxEarlyMessages = 100_000;
 
@@ -61,8 +72,10 @@ export class Engine {
   private readonly timeline: Timeline | undefined;
   /** Collects this thread's handles of fresh memory it is done with (see SharedMemoryReclaimer). */
   private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true });
-  /** Calls submitted and not yet settled; while any are, the transport watches the peers. */
-  private readonly unsettled = new Set<number>();
+  /** Calls submitted and not yet settled, by id; while any are, the transport watches the peers. */
+  private readonly unsettled = new Map<number, Unsettled>();
+  /** rr.stats(): the counters this engine writes (observability/stats.ts). */
+  readonly stats: StatsWriter;
   private leaving = false;
 
   constructor(
@@ -72,7 +85,12 @@ export class Engine {
     private readonly logger: Logger,
     /** Holds the report while the caller is still submitting (worker only; see burst_gate.ts). */
     private readonly burstGate?: BurstGate,
+    /** Where the counters go: the caller's shared buffer (worker), or a buffer of its own. */
+    stats: StatsWriter = new StatsWriter(),
   ) {
+    this.stats = stats;
+    // Every message is counted on its way (one add): the engine and its sets see only this view.
+    this.transport = new CountingTransport(transport, stats);
     this.kernels = createWasmKernels() ?? selectKernel;
     if (config.timeline) {
       const path = config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline;
@@ -83,15 +101,15 @@ export class Engine {
       Array.from({ length: config.size }, (_, r) => r),
     ) as SetEngine;
     for (const [i, ranks] of config.processSets.entries()) this.defineSet(i + 1, ranks);
-    this.p2p = new PointToPoint({ rank: config.rank, timeoutMs: config.stallTimeoutMs }, transport, {
+    this.p2p = new PointToPoint({ rank: config.rank, timeoutMs: config.stallTimeoutMs }, this.transport, {
       sendControl: (peer, message) => {
         this.transport.sendControl(peer, encodeControl(message)).catch((error) => this.fail(error));
       },
       post: (message) => this.post(message),
       fail: (error) => this.fail(error),
     });
-    transport.onControl((peer, payload) => this.onControl(peer, payload));
-    transport.onPeerFailure((peer, error) => this.onPeerFailure(peer, error));
+    this.transport.onControl((peer, payload) => this.onControl(peer, payload));
+    this.transport.onPeerFailure((peer, error) => this.onPeerFailure(peer, error));
   }
 
   /**
@@ -106,16 +124,24 @@ export class Engine {
     fresh = false,
     set = 0,
   ): void {
+    const submittedMs = performance.now();
     if (this.failure || this.closing) {
+      this.stats.submitted(this.unsettled.size);
       this.post({ type: 'failed', id, error: toErrorRecord(this.failure ?? new ShutdownError('ringreduce is shutting down')) });
       return;
     }
-    this.unsettled.add(id);
-    this.updateActivity();
     if (isPeerRequest(request)) {
+      this.unsettled.set(id, { request, buffer, submittedMs });
+      this.stats.submitted(this.unsettled.size);
+      this.updateActivity();
       this.p2p.submit(id, request, buffer as NonNullable<Entry['buffer']>);
       return;
     }
+    // The queue entry is the unsettled record too (stamped for stats): nothing more per call.
+    const entry: Entry & Unsettled = output ? { id, request, buffer, output, submittedMs } : { id, request, buffer, submittedMs };
+    this.unsettled.set(id, entry);
+    this.stats.submitted(this.unsettled.size);
+    this.updateActivity();
     const engine = this.sets.get(set);
     if (!engine) {
       const why = this.removed.has(set) ? 'was removed' : 'has no such member or does not exist';
@@ -126,7 +152,6 @@ export class Engine {
       });
       return;
     }
-    const entry: Entry = output ? { id, request, buffer, output } : { id, request, buffer };
     if (fresh) entry.fresh = true;
     engine.enqueue(entry);
   }
@@ -160,6 +185,22 @@ export class Engine {
     return this.world.cacheHits;
   }
 
+  /** The `limit` oldest calls still pending, oldest first, with how long each has waited (the dashboard). */
+  pendingCalls(limit: number): { name: string; op: string; waitedMs: number }[] {
+    const now = performance.now();
+    const out: { name: string; op: string; waitedMs: number }[] = [];
+    for (const { request, submittedMs } of this.unsettled.values()) {
+      if (out.length >= limit) break;
+      out.push({ name: request.name, op: request.op, waitedMs: now - submittedMs });
+    }
+    return out;
+  }
+
+  /** The error that broke the job on this rank, if it broke; whether shutdown has begun (the dashboard). */
+  get condition(): { failure: string | undefined; closing: boolean } {
+    return { failure: this.failure?.message, closing: this.closing };
+  }
+
   /** What the world's collectives that change the sets call, at their agreed place (ops/process_set.ts). */
   private readonly membership: Membership = {
     define: (id, ranks) => {
@@ -175,7 +216,16 @@ export class Engine {
     if (rank < 0) return undefined;
     const view = id === 0 ? this.transport : new SetTransport(this.transport, ranks);
     const engine = new SetEngine(
-      { id, rank, size: ranks.length, members: ranks, config: this.config, kernels: this.kernels, timeline: this.timeline },
+      {
+        id,
+        rank,
+        size: ranks.length,
+        members: ranks,
+        config: this.config,
+        kernels: this.kernels,
+        timeline: this.timeline,
+        stats: this.stats,
+      },
       view,
       {
         send: (member, message) => this.sendTo(ranks[member] as number, message),
@@ -232,7 +282,13 @@ export class Engine {
 
   /** Settles a call on the caller's side. */
   private post(message: FromEngine): void {
-    if ('id' in message) this.unsettled.delete(message.id);
+    if ('id' in message) {
+      const call = this.unsettled.get(message.id);
+      this.unsettled.delete(message.id);
+      // Counted before the caller hears of it: a caller that awaited the call finds it counted.
+      const code = call ? StatsWriter.codeOf(call.request.op) : -1;
+      this.stats.settled(code, call?.buffer?.byteLength ?? 0, message.type === 'done', this.unsettled.size);
+    }
     this.postToCaller(message);
     this.updateActivity();
   }

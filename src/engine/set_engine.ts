@@ -16,6 +16,7 @@
 import type { Config } from '../core/config.js';
 import { fromErrorRecord, PeerFailureError, ShutdownError, toErrorRecord } from '../core/errors.js';
 import type { Logger } from '../observability/logger.js';
+import type { StatsWriter } from '../observability/stats.js';
 import type { Timeline } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
 import type { BurstGate } from './burst_gate.js';
@@ -43,7 +44,12 @@ export interface SetEngineSettings {
   config: Config;
   kernels: ExecutorSettings['kernels'];
   timeline: Timeline | undefined;
+  /** rr.stats()'s counters (observability/stats.ts); unset: not counted. */
+  stats?: StatsWriter;
 }
+
+/** An entry as the engine queues it: stamped with its submission time (performance.now()). */
+type Stamped = Entry & { submittedMs?: number };
 
 export interface SetEngineHooks {
   /** Sends a message of this set to a member (set rank). */
@@ -135,7 +141,10 @@ export class SetEngine {
         schedule: (response) => this.schedule(response),
         post: (message) => hooks.post(message),
         releasedFresh: (bytes) => hooks.releasedFresh(bytes),
-        agreed: (requests) => this.timeline && this.markPhase(requests, 'NEGOTIATE', 'reportedUs', 'agreedUs'),
+        agreed: (requests) => {
+          if (this.timeline) this.markPhase(requests, 'NEGOTIATE', 'reportedUs', 'agreedUs');
+          this.countNegotiated(requests, true);
+        },
         fail: (error) => hooks.fail(error),
         advance: () => this.advance(),
       },
@@ -228,6 +237,7 @@ export class SetEngine {
       else this.ready.add(id);
     }
     if (uncached.length > 0) this.sendToCoordinator(uncached);
+    this.settings.stats?.requests(requests.length - uncached.length, uncached.length);
     this.advance();
   }
 
@@ -260,6 +270,25 @@ export class SetEngine {
       this.advancing = false;
     }
     this.ready.armAnswerTimer();
+  }
+
+  /**
+   * Stats: a run (or, `eager`, each eager collective) was agreed; its negotiation counts from its
+   * earliest submission. Names this rank no longer holds are skipped.
+   */
+  private countNegotiated(named: readonly ({ name: string } | string)[], eager: boolean): void {
+    const stats = this.settings.stats;
+    if (!stats) return;
+    const now = performance.now();
+    let earliest = now;
+    for (const item of named) {
+      const entry = this.queue.get(typeof item === 'string' ? item : item.name) as Stamped | undefined;
+      const at = entry?.submittedMs;
+      if (at === undefined) continue;
+      if (eager) stats.negotiated(now - at, true);
+      else if (at < earliest) earliest = at;
+    }
+    if (!eager && earliest < now) stats.negotiated(now - earliest, false);
   }
 
   /** Timeline: ends phase `phase` (begun at `from`) of the named entries and starts the next at `to`. */
@@ -363,6 +392,7 @@ export class SetEngine {
         'reportedUs',
         'agreedUs',
       );
+    this.countNegotiated(response.names, false);
     this.chain = this.chain.then(() => this.run(response));
   }
 
@@ -414,7 +444,9 @@ export class SetEngine {
         if (e.agreedUs !== undefined) this.timeline.span(e.request.name, 'WAIT', e.agreedUs, now - e.agreedUs);
     }
     try {
+      const started = performance.now();
       const results = await this.executor.execute(response, entries);
+      this.settings.stats?.executed(entries.length - standIns.size, performance.now() - started);
       for (const [i, entry] of entries.entries()) {
         if (standIns.has(entry)) continue;
         this.hooks.post({ type: 'done', id: entry.id, ...results[i] });

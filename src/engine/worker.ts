@@ -3,19 +3,42 @@
  * caller's messages to the Engine and posts completions back on the completion port, bumping
  * the shared signal so a caller blocked in a ...Sync call wakes up.
  */
+import { resolve } from 'node:path';
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
-import { toErrorRecord } from '../core/errors.js';
+import { joinedBecause } from '../core/config.js';
+import { TimeoutError, toErrorRecord } from '../core/errors.js';
+import { DashboardReporter } from '../observability/dashboard_reporter.js';
 import { Logger } from '../observability/logger.js';
+import { readStats, StatsWriter } from '../observability/stats.js';
+import { timelinePathFor } from '../observability/timeline.js';
 import type { TransportHandle } from '../transport/backend.js';
-import { chooseBackend, kBackends } from '../transport/backends.js';
+import { type BackendName, chooseBackend, kBackends } from '../transport/backends.js';
 import { BurstGate } from './burst_gate.js';
 import { Engine } from './engine.js';
 import { type FromEngine, kSignalBurst, kSignalCompletions, type ToEngine, type WorkerInit } from './worker_protocol.js';
 
-const { config, port, signal } = workerData as WorkerInit;
+const { config, port, signal, stats, dashboard } = workerData as WorkerInit;
 /** The caller's requests arrive here (this module only ever runs as a worker). */
 const fromCaller = parentPort as MessagePort;
-const logger = new Logger(`[rank ${config.rank}]`, config.logLevel);
+/** Reports to ringrun's dashboard, when it watches (it sees the warnings and errors logged here too). */
+let reporter: DashboardReporter | undefined;
+const logger = new Logger(`[rank ${config.rank}]`, config.logLevel, (line) => {
+  process.stderr.write(line);
+  reporter?.noteLogLine(line);
+});
+/** The engine, once connected (the dashboard reporter reads it). */
+let running: Engine | undefined;
+const statsWriter = new StatsWriter(stats);
+if (dashboard !== undefined) {
+  reporter = new DashboardReporter(dashboard, {
+    rank: config.rank,
+    size: config.size,
+    timelineFile: config.timeline && resolve(config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline),
+    stats: () => (running ? readStats(statsWriter.buffer) : undefined),
+    pending: (limit) => running?.pendingCalls(limit) ?? [],
+    condition: () => running?.condition ?? { failure: undefined, closing: false },
+  });
+}
 
 /**
  * Completions settled in one synchronous run of the engine (a fused step's hundred tensors)
@@ -38,18 +61,38 @@ function flush(): void {
 }
 
 type Connection = TransportHandle;
+/** The backend connect() chose (it goes to the caller with 'ready': rr.backend()). */
+let backend: BackendName = 'solo';
 
 /** This rank's transport, from the backend its configuration chooses (transport/backends.ts). */
 async function connect(): Promise<Connection> {
-  const backend = await chooseBackend(config, logger);
+  backend = await chooseBackend(config, logger);
   return kBackends[backend](config, logger);
 }
 
+/**
+ * Said at once when another launcher's variables made this process a rank (a warning when they
+ * look left over, as RANK and WORLD_SIZE in a container's environment), and again in a
+ * start-up timeout: a process that waits for peers that never come should say why it waits.
+ */
+function sayWhyJoined(): string | undefined {
+  const source = config.jobSource;
+  if (source === undefined) return undefined;
+  const because = joinedBecause(source, config.rank, config.size);
+  if (source.suspicious !== undefined) logger.warn(`joining a job as ${because}`);
+  else logger.info(`joining a job as ${because}`);
+  return because;
+}
+
 async function main(): Promise<void> {
+  const because = sayWhyJoined();
   let connection: Connection;
   try {
     connection = await connect();
   } catch (error) {
+    if (because !== undefined && error instanceof TimeoutError) error.message += ` (this process is ${because})`;
+    reporter?.noteLogLine(` ERROR: ${(error as Error).message}`);
+    void reporter?.close();
     post({ type: 'init-failed', error: toErrorRecord(error) });
     flush();
     port.close();
@@ -69,7 +112,8 @@ async function main(): Promise<void> {
     }
   };
   const gate = config.burstHoldMs > 0 ? new BurstGate(signal, kSignalBurst, config.burstHoldMs, drainSubmissions) : undefined;
-  const engine = new Engine(config, connection.transport, post, logger, gate);
+  const engine = new Engine(config, connection.transport, post, logger, gate, statsWriter);
+  running = engine;
   const onMessage = async (message: ToEngine): Promise<void> => {
     if (message.type === 'enqueue') {
       enqueue(message);
@@ -82,12 +126,13 @@ async function main(): Promise<void> {
     } catch (error) {
       logger.warn(`shutdown: ${(error as Error).message}`);
     }
+    await reporter?.close();
     post({ type: 'closed' });
     flush();
     port.close();
   };
   fromCaller.on('message', onMessage);
-  post({ type: 'ready' });
+  post({ type: 'ready', backend });
 }
 
 void main();

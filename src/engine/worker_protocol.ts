@@ -7,6 +7,8 @@
 import type { Config } from '../core/config.js';
 import type { ErrorRecord } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
+import type { DashboardTarget } from '../observability/dashboard_target.js';
+import type { BackendName } from '../transport/backends.js';
 import type { Request } from './messages.js';
 import type { PeerRequest } from './peer_request.js';
 
@@ -20,6 +22,10 @@ export interface WorkerInit {
    * synchronous burst of calls (engine/burst_gate.ts).
    */
   signal: Int32Array;
+  /** rr.stats()'s counters: the engine writes them, the caller's thread reads them (observability/stats.ts). */
+  stats?: SharedArrayBuffer;
+  /** Where this rank reports to ringrun's dashboard (observability/dashboard_reporter.ts); unset: nowhere. */
+  dashboard?: DashboardTarget;
 }
 
 /** One collective the caller submitted. */
@@ -44,7 +50,7 @@ export type ToEngine = { type: 'enqueue'; submissions: Submission[] } | { type: 
 
 /** Engine → caller; the port carries arrays of these (the completions of one engine turn). */
 export type FromEngine =
-  | { type: 'ready' }
+  | { type: 'ready'; backend: BackendName }
   | { type: 'init-failed'; error: ErrorRecord }
   | { type: 'done'; id: number; output?: TypedArray; shape?: number[]; counts?: number[] }
   | { type: 'failed'; id: number; error: ErrorRecord }

@@ -8,22 +8,35 @@ import { Command, CommanderError } from 'commander';
 import { InvalidArgumentError } from '../core/errors.js';
 import { kLogLevels } from '../core/log_levels.js';
 import { parseCount, parseDuration, parseEnvItem, parseLogLevel, parsePort } from './arg_values.js';
+import { checkBuild, versionText } from './check_build.js';
+import { type DashboardAddress, parseDashboardAddress } from './dashboard/address.js';
+import { withDashboard } from './dashboard/watch.js';
 import type { ElasticSettings } from './elastic_driver.js';
 import { runElastic } from './elastic_driver.js';
 import type { EngineSettings } from './env_contract.js';
 import { type HostSlots, parseHostfile, parseHostList } from './hosts.js';
 import type { LaunchConfig, RunIo } from './launch_config.js';
+import { parsePerNode } from './node_args.js';
 import { attemptIo, withRestarts } from './restarts.js';
 import { runJob } from './run_job.js';
 import { runMpi } from './run_mpi.js';
+import { runNode } from './run_node.js';
 
 export type { LaunchConfig } from './launch_config.js';
-export type ParsedArgs = { kind: 'help'; text: string } | { kind: 'launch'; config: LaunchConfig };
+export type ParsedArgs =
+  | { kind: 'help'; text: string }
+  | { kind: 'version' }
+  | { kind: 'check-build' }
+  | { kind: 'launch'; config: LaunchConfig; dashboard?: DashboardAddress };
 
 const kExamples = `
 Examples:
   ringrun -np 4 node train.js --epochs 10
   ringrun -np 8 -H node1:4,node2:4 node train.js
+  ringrun --nnodes 2 --node-rank 0 --nproc-per-node 4 --rdzv-endpoint node1:29400 node train.js   # on node1
+  ringrun --nnodes 2 --node-rank 1 --nproc-per-node 4 --rdzv-endpoint node1:29400 node train.js   # on node2
+  srun --ntasks-per-node=1 ringrun --slurm --nproc-per-node 4 node train.js
+  ringrun -np 2 --timeline trace.json node train.js
   ringrun --hostfile hosts.txt --network-interface eth0 -x NODE_OPTIONS node train.js
   ringrun -np 2 --log-level debug --output-dir logs -- node bench.js
   ringrun -n 3 --start-timeout 2m --stall-timeout 0 sh -c 'node worker.js > /dev/null'
@@ -34,6 +47,10 @@ Each rank gets RINGREDUCE_RANK, RINGREDUCE_SIZE, RINGREDUCE_STORE_ADDR, RINGREDU
 (docs/env.md); its output lines are prefixed with [rank]. Ranks on other hosts are started
 with ssh (non-interactive: set up keys first); their environment travels over ssh's stdin,
 never on a command line.
+
+Per-node mode (--nnodes, --node-rank, --nproc-per-node, --rdzv-endpoint, --slurm): one
+ringrun per node, as torchrun; node 0's hosts the rendezvous at the endpoint, and a failure on
+any node stops the ranks of every node (docs/env.md, "One launcher per node").
 
 Exit status: 0 when every rank exits 0; else the first failed rank's code (128+N when
 killed by signal N; 127 when the command is not found); 124 when ranks did not start
@@ -68,11 +85,11 @@ function buildProgram(out: { text: string }): Command {
     )
     .option(
       '--io-timeout <duration>',
-      'a peer silent this long, or a read without progress, fails (RINGREDUCE_IO_TIMEOUT_MS, default 30s)',
+      'a read or write without progress this long fails its peer (RINGREDUCE_IO_TIMEOUT_MS, default 30s)',
     )
     .option(
       '--heartbeat <duration>',
-      'ping interval to silent peers while collectives are pending; 0 disables (RINGREDUCE_HEARTBEAT_MS, default 2s)',
+      'ping interval to silent peers while collectives are pending; a peer silent 4 intervals fails (8s by default); 0 disables (RINGREDUCE_HEARTBEAT_MS, default 2s)',
     )
     .option(
       '--stall-warning <duration>',
@@ -92,6 +109,21 @@ function buildProgram(out: { text: string }): Command {
     .option('--discovery-interval <duration>', 'elastic: how often the discovery script runs (default 1s)')
     .option('--elastic-timeout <duration>', 'elastic: how long the job may stay below --min-np before it fails (default 60s)')
     .option('--max-restarts <count>', 'not elastic: after a failure, start the whole job again, up to <count> times')
+    .option('--dashboard [host:port]', 'serve a live page of the job (default 127.0.0.1 and a free port; the URL is printed)')
+    .option('--nnodes <count>', "per-node mode: the number of nodes, one ringrun on each (default: Slurm's, else 1)")
+    .option(
+      '--node-rank <index>',
+      "per-node mode: this node's index, 0 … nnodes-1; node 0 hosts the rendezvous (default: SLURM_NODEID)",
+    )
+    .option('--nproc-per-node <count>', 'per-node mode: the ranks this ringrun starts on its node (default 1)')
+    .option(
+      '--rdzv-endpoint <host:port>',
+      "per-node mode: where node 0's ringrun hosts the rendezvous, reachable from every node (default under Slurm: the first node)",
+    )
+    .option('--slurm', "per-node mode with the nodes, this node's index and the endpoint from Slurm (automatic in an srun step)")
+    .option('--timeline <file>', "write one trace of every rank's engine to <file> (Chrome trace format: open it in Perfetto)")
+    .option('--check-build', 'say which backends work here (the MPI addon: built? loads? why not?) and exit')
+    .option('--version', "print ringrun's version and exit")
     .argument('[command...]', 'the program every rank runs, with its own arguments')
     .passThroughOptions()
     .addHelpText('after', kExamples)
@@ -108,7 +140,12 @@ function buildProgram(out: { text: string }): Command {
  * `-np` is what mpirun users type, but commander reads it as `-n p`. Rewrite it to `--np`,
  * only among ringrun's own options: a `-np` after the command belongs to the command.
  */
-export function normaliseArgv(argv: readonly string[], valueFlags: ReadonlySet<string>): string[] {
+export function normaliseArgv(
+  argv: readonly string[],
+  valueFlags: ReadonlySet<string>,
+  /** Those of valueFlags whose value may be left out (--dashboard): then the next word is not theirs. */
+  optionalValueFlags: ReadonlySet<string> = new Set(),
+): string[] {
   const result = [...argv];
   for (let i = 0; i < result.length; i++) {
     const arg = result[i] ?? '';
@@ -116,7 +153,7 @@ export function normaliseArgv(argv: readonly string[], valueFlags: ReadonlySet<s
     if (arg.startsWith('-np=')) result[i] = `-${arg}`;
     else if (arg === '-np')
       result[i++] = '--np'; // and skip its value
-    else if (valueFlags.has(arg)) i++; // skip the flag's value
+    else if (valueFlags.has(arg) && !(optionalValueFlags.has(arg) && (result[i + 1] ?? '').startsWith('-'))) i++; // skip the flag's value
   }
   return result;
 }
@@ -131,15 +168,20 @@ function valueFlagsOf(program: Command): Set<string> {
   return flags;
 }
 
-/** Parses ringrun's arguments (without `node` and the script). Throws InvalidArgumentError. */
+/**
+ * Parses ringrun's arguments (without `node` and the script). Throws InvalidArgumentError.
+ * `env`: for the per-node mode's Slurm defaults.
+ */
 export function parseArgs(
   argv: readonly string[],
   readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
+  env: Readonly<Record<string, string | undefined>> = process.env,
 ): ParsedArgs {
   const out = { text: '' };
   const program = buildProgram(out);
   try {
-    program.parse(normaliseArgv(argv, valueFlagsOf(program)), { from: 'user' });
+    const optional = new Set(program.options.filter((option) => option.optional).map((option) => option.long as string));
+    program.parse(normaliseArgv(argv, valueFlagsOf(program), optional), { from: 'user' });
   } catch (error) {
     if (error instanceof CommanderError && error.code === 'commander.helpDisplayed') return { kind: 'help', text: out.text };
     if (error instanceof CommanderError) throw new InvalidArgumentError(error.message.replace(/^error: /, ''));
@@ -157,6 +199,8 @@ export function parseArgs(
       throw new InvalidArgumentError(`--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} must not be empty`);
     return value;
   };
+  if (opts.version === true) return { kind: 'version' };
+  if (opts.checkBuild === true) return { kind: 'check-build' };
   const [command, ...args] = program.args;
   if (command === undefined || command === '') {
     throw new InvalidArgumentError('missing the command to run: ringrun -np <count> [options] <command> [args...]');
@@ -176,9 +220,16 @@ export function parseArgs(
     hosts = parseHostfile(content, hostfile);
   }
   const npText = raw('np');
-  if (npText === undefined && hosts === undefined)
+  const perNode = parsePerNode(text, opts.slurm === true, env);
+  if (perNode !== undefined) checkPerNode(raw, hosts !== undefined);
+  if (npText === undefined && hosts === undefined && perNode === undefined)
     throw new InvalidArgumentError('missing -np <count>: how many processes to start');
-  const np = npText === undefined ? (hosts ?? []).reduce((sum, h) => sum + h.slots, 0) : parseCount('-np', npText);
+  const np =
+    perNode !== undefined
+      ? perNode.nnodes * perNode.nprocPerNode
+      : npText === undefined
+        ? (hosts ?? []).reduce((sum, h) => sum + h.slots, 0)
+        : parseCount('-np', npText);
   const backend = text('backend') ?? 'tcp';
   if (backend !== 'tcp' && backend !== 'mpi') throw new InvalidArgumentError(`--backend must be tcp or mpi, got '${backend}'`);
   const address = text('address');
@@ -200,8 +251,11 @@ export function parseArgs(
   if (elastic !== undefined && backend === 'mpi') throw new InvalidArgumentError('--elastic runs the TCP backend, not mpi');
   if (elastic !== undefined && hosts !== undefined)
     throw new InvalidArgumentError('--elastic runs on this machine only (no -H or --hostfile)');
+  if (elastic !== undefined && perNode !== undefined)
+    throw new InvalidArgumentError('--elastic runs with one ringrun, not per node');
   return {
     kind: 'launch',
+    ...(opts.dashboard !== undefined && { dashboard: parseDashboardAddress(opts.dashboard as string | true) }),
     config: {
       np,
       hosts,
@@ -223,8 +277,31 @@ export function parseArgs(
       storePort: storePort === undefined ? undefined : parsePort('--store-port', storePort),
       ...(elastic !== undefined && { elastic }),
       maxRestarts,
+      timeline: text('timeline'),
+      perNode,
     },
   };
+}
+
+/** The flags that mean nothing in the per-node mode, refused by name. */
+function checkPerNode(raw: (name: string) => string | undefined, hosts: boolean): void {
+  if (raw('np') !== undefined)
+    throw new InvalidArgumentError('give -np or the per-node flags (--nproc-per-node on each node), not both');
+  if (hosts)
+    throw new InvalidArgumentError(
+      '-H and --hostfile are for one ringrun for the whole job; the per-node mode runs one per node',
+    );
+  const refused: [string, string][] = [
+    ['backend', '--backend'],
+    ['address', '--address'],
+    ['sshCommand', '--ssh-command'],
+    ['sshPort', '--ssh-port'],
+    ['sshIdentity', '--ssh-identity'],
+    ['maxRestarts', '--max-restarts'],
+  ];
+  for (const [name, flag] of refused) {
+    if (raw(name) !== undefined) throw new InvalidArgumentError(`${flag} does not apply to the per-node mode (--nnodes ...)`);
+  }
 }
 
 function parseElastic(
@@ -296,15 +373,23 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
     stdout(parsed.text);
     return 0;
   }
+  if (parsed.kind === 'version') {
+    stdout(versionText());
+    return 0;
+  }
+  if (parsed.kind === 'check-build') {
+    stdout(checkBuild());
+    return 0;
+  }
   const verbose = parsed.config.verbose;
   const { elastic } = parsed.config;
-  const once = parsed.config.backend === 'mpi' ? runMpi : runJob;
+  const once = parsed.config.perNode !== undefined ? runNode : parsed.config.backend === 'mpi' ? runMpi : runJob;
   const run =
     elastic !== undefined
       ? (config: LaunchConfig, io: RunIo) => runElastic(config, elastic, io)
       : (config: LaunchConfig, io: RunIo) =>
           withRestarts(config.maxRestarts, (attempt) => once(config, config.maxRestarts > 0 ? attemptIo(io, attempt) : io), io);
-  return run(parsed.config, {
+  return (parsed.dashboard ? withDashboard(parsed.dashboard, run) : run)(parsed.config, {
     env: process.env,
     cwd: process.cwd(),
     stderrIsTty: process.stderr.isTTY === true,

@@ -39,6 +39,8 @@ export interface JobOptions {
   debug(message: string): void;
   /** Called each time a rank starts running. */
   onStarted?(started: number): void;
+  /** Called once, at the first rank that fails (before the others are stopped). */
+  onFailure?(failure: { exit: RankExit; lastLines: string[] }): void;
   killGraceMs?: number;
 }
 
@@ -51,6 +53,8 @@ export interface JobOutcome {
   notStarted?: { rank: number; host: string | undefined; lastLines: string[] }[];
   /** The signal that interrupted the launcher, when one did before any rank failed. */
   interruptedBy?: NodeJS.Signals;
+  /** The exit code given to abort(), when the job was stopped from outside before any rank failed. */
+  abortedWith?: number;
   exits: RankExit[];
   /** Ranks whose processes still ran after SIGKILL (stuck in the kernel). */
   survivors: number[];
@@ -63,6 +67,7 @@ export class Job {
   private failure: JobOutcome['failure'];
   private notStarted: JobOutcome['notStarted'];
   private interruptedBy: NodeJS.Signals | undefined;
+  private abortedWith: number | undefined;
   private stopping: Promise<void> | undefined;
   private survivors: number[] = [];
   private startTimer: NodeJS.Timeout | undefined;
@@ -99,6 +104,18 @@ export class Job {
     void this.stop();
   }
 
+  /**
+   * Stops every rank because of something outside the job (another node's failure): the ranks
+   * stopped here are not failures, and the job's exit code is `exitCode`. Ignored once stopping.
+   */
+  abort(message: string, exitCode: number): void {
+    if (this.stopping !== undefined) return;
+    this.abortedWith = exitCode;
+    const running = this.ranks.filter((rank) => rank.alive());
+    this.options.log(running.length > 0 ? `${message}; stopping ${rankList(running)}` : message);
+    void this.stop();
+  }
+
   private async run(): Promise<JobOutcome> {
     const exits = await Promise.all(this.ranks.map((rank) => rank.exited.then((exit) => this.onExit(exit))));
     clearTimeout(this.startTimer);
@@ -114,6 +131,7 @@ export class Job {
       ...(this.failure !== undefined && { failure: this.failure }),
       ...(this.notStarted !== undefined && { notStarted: this.notStarted }),
       ...(this.interruptedBy !== undefined && { interruptedBy: this.interruptedBy }),
+      ...(this.abortedWith !== undefined && { abortedWith: this.abortedWith }),
       exits,
       survivors: this.survivors,
     };
@@ -134,8 +152,9 @@ export class Job {
       this.options.debug(`rank ${exit.rank} ${describeExit(exit)}`);
       return exit;
     }
-    const rank = this.ranks[exit.rank];
+    const rank = this.ranks.find((r) => r.rank === exit.rank);
     this.failure = { exit, lastLines: rank?.lastLines() ?? [] };
+    this.options.onFailure?.(this.failure);
     const others = this.ranks.filter((r) => r !== rank && r.alive());
     const stopping = others.length > 0 ? `; stopping the other ${plural(others.length, 'rank')}` : '';
     this.options.log(`rank ${exit.rank} ${describeExit(exit)}${stopping}`);
@@ -150,6 +169,7 @@ export class Job {
     if (this.failure !== undefined) return failureExitCode(this.failure.exit);
     if (this.notStarted !== undefined) return kStartTimeoutExitCode;
     if (this.interruptedBy !== undefined) return signalExitCode(this.interruptedBy);
+    if (this.abortedWith !== undefined) return this.abortedWith;
     return 0;
   }
 

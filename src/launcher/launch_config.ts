@@ -25,6 +25,21 @@ export interface LaunchConfig {
   elastic?: ElasticSettings;
   /** Not elastic: how many times a failed job is started again (restarts.ts). */
   maxRestarts: number;
+  /** --timeline: one merged trace of every rank's engine is written here. */
+  timeline: string | undefined;
+  /** The per-node mode (--nnodes, --node-rank, --nproc-per-node, --rdzv-endpoint, --slurm); undefined: one launcher for the job. */
+  perNode: PerNodeConfig | undefined;
+}
+
+/** One launcher per node, as torchrun: this one starts the ranks of node `nodeRank` (run_node.ts). */
+export interface PerNodeConfig {
+  nnodes: number;
+  nodeRank: number;
+  nprocPerNode: number;
+  /** Where node 0's launcher hosts the launchers' rendezvous store; undefined for one node (a local job). */
+  endpoint: { host: string; port: number } | undefined;
+  /** Which values came from Slurm's variables, for --verbose ("--nnodes 2 from SLURM_NNODES", ...). */
+  fromSlurm: string[];
 }
 
 /** The process-wide things a run uses, passed in so that runs can be tested without a process of their own. */

@@ -11,24 +11,28 @@ export function rankLogPath(dir: string, rank: number): string {
  * order they arrived, without prefix. The launcher still prints them too.
  */
 export class RankLogFiles {
-  private readonly streams: WriteStream[];
+  private readonly streams = new Map<number, WriteStream>();
 
-  /** Creates the directory (and parents); throws if that is impossible, before any rank starts. */
-  constructor(dir: string, size: number, onError: (message: string) => void) {
+  /**
+   * Creates the directory (and parents); throws if that is impossible, before any rank starts.
+   * `ranks`: the ranks whose output this launcher sees (a count: 0 … count-1).
+   */
+  constructor(dir: string, ranks: number | readonly number[], onError: (message: string) => void) {
     mkdirSync(dir, { recursive: true });
-    this.streams = Array.from({ length: size }, (_, rank) => {
+    const list = typeof ranks === 'number' ? Array.from({ length: ranks }, (_, rank) => rank) : ranks;
+    for (const rank of list) {
       const path = rankLogPath(dir, rank);
       const stream = createWriteStream(path);
       // Reported once per file; the job goes on with its output on the terminal only.
       stream.once('error', (error) => {
         onError(`cannot write ${path}: ${error.message}`);
       });
-      return stream;
-    });
+      this.streams.set(rank, stream);
+    }
   }
 
   lineSink(rank: number): (line: string) => void {
-    const stream = this.streams[rank];
+    const stream = this.streams.get(rank);
     return (line) => {
       if (stream !== undefined && !stream.destroyed) stream.write(`${line}\n`);
     };
@@ -37,7 +41,9 @@ export class RankLogFiles {
   /** Flushes and closes every file. */
   async close(): Promise<void> {
     await Promise.all(
-      this.streams.map((stream) => new Promise<void>((resolve) => (stream.destroyed ? resolve() : stream.end(resolve)))),
+      [...this.streams.values()].map(
+        (stream) => new Promise<void>((resolve) => (stream.destroyed ? resolve() : stream.end(resolve))),
+      ),
     );
   }
 }

@@ -16,6 +16,7 @@ import {
   contractEnv,
   formatHostPort,
   type JobContract,
+  kEnv,
   kLocalAddress,
   newJobId,
   newSecret,
@@ -31,8 +32,9 @@ import { RankLogFiles } from './rank_log_files.js';
 import type { RankSinks, RankSpec } from './rank_process.js';
 import { remoteScript, sshArgv } from './remote_shell.js';
 import { watchStore } from './store_watch.js';
+import { TimelineFiles } from './timeline_files.js';
 
-const kDefaultStartTimeoutMs = 30_000;
+export const kDefaultStartTimeoutMs = 30_000;
 /** A remote rank 0's store port, when not given: below Linux's ephemeral range (32768+). */
 const kRemotePortRange = [20_000, 32_000] as const;
 
@@ -62,8 +64,19 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
       return 1;
     }
   }
+  let timeline: TimelineFiles | undefined;
+  if (config.timeline !== undefined) {
+    try {
+      timeline = new TimelineFiles(config.timeline, io.cwd);
+    } catch (error) {
+      io.log(`--timeline ${config.timeline}: ${(error as Error).message}`);
+      await logs?.close();
+      return 1;
+    }
+  }
   let job: Job | undefined;
   let early: NodeJS.Signals | undefined;
+  let merged = false;
   const unsubscribe = io.onInterrupt((signal) => {
     if (job !== undefined) job.interrupt(signal);
     else early ??= signal;
@@ -119,6 +132,9 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
       () =>
         placed.map((p): RankSpec => {
           const env = { ...extraEnv, ...contractEnv(contract, { ...p, ...(address !== undefined && { address }) }) };
+          if (timeline !== undefined) {
+            env[kEnv.timeline] = p.local ? timeline.rankPath : TimelineFiles.remotePath(contract.jobId);
+          }
           const base = { rank: p.rank, sinks: sinks(p.rank), tailLines: 10 };
           if (p.local) return { ...base, command: config.command, args: config.args, env: { ...io.env, ...env } };
           const remoteEnv = { ...ringreduceEnv(io.env), ...env };
@@ -158,6 +174,13 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
     }
     const outcome = await job.finished;
     progress?.stop();
+    merged = true;
+    timeline?.finish(
+      placed.filter((p) => p.local).map((p) => p.rank),
+      config.np,
+      placed.filter((p) => !p.local).map((p) => ({ rank: p.rank, host: p.host, jobId: contract.jobId })),
+      io.log,
+    );
     if (outcome.failure !== undefined) {
       for (const line of failureReport(outcome.failure.exit, outcome.failure.lastLines)) io.log(line);
     } else if (outcome.notStarted !== undefined) {
@@ -170,12 +193,13 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
     watching.abort();
     progress?.stop();
     unsubscribe();
+    if (!merged) timeline?.discard();
     await logs?.close();
   }
 }
 
 /** The specs, or undefined after logging a usage error (a variable that cannot be sent). */
-function buildSpecs(build: () => RankSpec[], io: RunIo): RankSpec[] | undefined {
+export function buildSpecs(build: () => RankSpec[], io: RunIo): RankSpec[] | undefined {
   try {
     return build();
   } catch (error) {
@@ -198,7 +222,7 @@ function localRanks(np: number): PlacedRank[] {
 }
 
 /** -x variables: NAME=VALUE as given, NAME with this launcher's value. */
-function forwardedEnv(config: LaunchConfig, env: NodeJS.ProcessEnv): Record<string, string> {
+export function forwardedEnv(config: LaunchConfig, env: NodeJS.ProcessEnv): Record<string, string> {
   const out: Record<string, string> = {};
   for (const { name, value } of config.env) {
     const resolved = value ?? env[name];
@@ -215,7 +239,7 @@ function ringreduceEnv(env: NodeJS.ProcessEnv): Record<string, string> {
   return out;
 }
 
-function envMs(text: string | undefined): number | undefined {
+export function envMs(text: string | undefined): number | undefined {
   const value = Number(text);
   return text !== undefined && text !== '' && Number.isSafeInteger(value) && value > 0 ? value : undefined;
 }

@@ -16,6 +16,9 @@ const kRetryable = new Set([
   'EHOSTUNREACH',
   'ENETUNREACH',
   'EAI_AGAIN',
+  // A name not (yet) in DNS: a Kubernetes pod's name appears in its headless Service's DNS
+  // only once the pod runs, and the peers may start first.
+  'ENOTFOUND',
 ]);
 /**
  * For a Unix socket only a full backlog is worth waiting for. Anything else (no file, no

@@ -50,6 +50,7 @@ import { localSocketPath, sameHostIdentity } from './local_socket.js';
 import { MeshAcceptor } from './mesh_acceptor.js';
 import { barrier } from './mesh_barrier.js';
 import { ReadPort } from './read_port.js';
+import type { ReportLimit } from './report_limiter.js';
 import type { Store } from './store.js';
 
 export interface MeshOptions {
@@ -63,8 +64,10 @@ export interface MeshOptions {
   jobId: string;
   /** The job secret both ends of every connection prove they know (unset: the empty key). */
   key?: JobKey;
-  /** Told about every incoming connection refused (a stranger, a wrong secret): for the log. */
+  /** Told about incoming connections refused (a stranger, a wrong secret): for the log, rate-limited. */
   onRefused?: (remote: string, reason: string) => void;
+  /** How those reports are rate-limited (false: every one); default kDefaultReportLimit (report_limiter.ts). */
+  reportLimit?: ReportLimit | false;
   /** One deadline for the whole connect, barrier included. */
   timeoutMs: number;
   /** Store key prefix; defaults to `mesh/<jobId>/`. */
@@ -122,7 +125,7 @@ export async function connectMesh(options: MeshOptions): Promise<PeerLink[]> {
   const deadline = performance.now() + options.timeoutMs;
   const abort = new AbortController();
   const key = options.key ?? new JobKey(undefined);
-  const acceptor = new MeshAcceptor({ rank, size, jobId, key, onRefused: options.onRefused });
+  const acceptor = new MeshAcceptor({ rank, size, jobId, key, onRefused: options.onRefused, reportLimit: options.reportLimit });
   const dialed = new Map<number, Dialed>();
   const opened: net.Socket[] = [];
   try {

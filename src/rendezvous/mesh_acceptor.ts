@@ -6,7 +6,7 @@
  * it knows the job secret. A connection that is not ours, claims the wrong job, size or rank,
  * or fails the proof, is refused, reported through `onRefused` (the engine logs it) and
  * recorded so a timeout message can say who knocked; the mesh goes on waiting for the real
- * peer.
+ * peer. The reports are rate-limited: a flood makes a few and a summary (report_limiter.ts).
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -34,14 +34,17 @@ import {
   verifyDialer,
 } from './handshake.js';
 import { removeSocketFile } from './local_socket.js';
+import { type ReportLimit, ReportLimiter } from './report_limiter.js';
 
 export interface MeshAcceptorOptions {
   rank: number;
   size: number;
   jobId: string;
   key: JobKey;
-  /** Told about every refused connection: "address", "reason". */
+  /** Told about refused connections: "address", "reason" (rate-limited: see reportLimit). */
   onRefused?: (remote: string, reason: string) => void;
+  /** How the reports are rate-limited (false: every one); default kDefaultReportLimit. */
+  reportLimit?: ReportLimit | false;
 }
 
 /** What an incoming connection has sent so far, and where its handshake stands. */
@@ -67,10 +70,12 @@ export class MeshAcceptor {
   private listening = true;
   private readonly rank: number;
   private readonly size: number;
+  private readonly reports: ReportLimiter;
 
   constructor(private readonly options: MeshAcceptorOptions) {
     this.rank = options.rank;
     this.size = options.size;
+    this.reports = new ReportLimiter(options.reportLimit);
   }
 
   /** Listens on `host` with an ephemeral port; resolves with the port. */
@@ -135,6 +140,7 @@ export class MeshAcceptor {
 
   stopListening(): void {
     this.listening = false;
+    this.reports.close();
     if (this.server.listening) this.server.close();
     if (this.local) {
       this.local.server.close();
@@ -259,7 +265,8 @@ export class MeshAcceptor {
 
   private report(conn: Incoming, reason: string): void {
     if (this.refused.length < 16) this.refused.push(`${conn.remote}: ${reason}`);
-    this.options.onRefused?.(conn.remote, reason);
+    const remote = conn.remote;
+    this.reports.offer(remote, (note) => this.options.onRefused?.(remote, `${reason}${note}`));
   }
 }
 

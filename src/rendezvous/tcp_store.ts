@@ -127,6 +127,16 @@ export class TcpStoreClient implements Store {
     return this.socket.localAddress;
   }
 
+  /** The local port of the connection (with localAddress, how the server names this client). */
+  get localPort(): number | undefined {
+    return this.socket.localPort;
+  }
+
+  /** The store's IP as this client reached it (a host name resolved). */
+  get remoteAddress(): string | undefined {
+    return this.socket.remoteAddress;
+  }
+
   async set(key: string, value: Uint8Array): Promise<void> {
     await this.request(kOpSet, key, encodeKeyed(new Uint8Array(0), key, value), 0);
   }

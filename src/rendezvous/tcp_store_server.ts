@@ -3,11 +3,14 @@
  * the frames). Input is untrusted: every parse error is caught per connection, answered with
  * one kOpError frame and that connection alone is closed. A connection must authenticate
  * (hello, then auth) within kAuthTimeoutMs, with small frames only, before any request; at
- * most kMaxUnauthenticated connections may be at that stage at once.
+ * most kMaxUnauthenticated connections may be at that stage at once. Refusals and protocol
+ * errors are reported through one ReportLimiter: a flood of strangers makes a few reports and
+ * a summary per window, not one line each (report_limiter.ts).
  */
 import net from 'node:net';
 import { InvalidArgumentError, ProtocolError } from '../core/errors.js';
 import { JobKey, kMacBytes, kNonceBytes, newNonce } from './auth.js';
+import { type ReportLimit, ReportLimiter } from './report_limiter.js';
 import type { StoreAddress } from './store.js';
 import {
   decodeI64,
@@ -41,6 +44,10 @@ export interface TcpStoreServerOptions extends StoreAddress {
   onRefused?: (remote: string, reason: string) => void;
   /** How long a client has to authenticate; default kAuthTimeoutMs. */
   authTimeoutMs?: number;
+  /** Told when an authenticated client's connection closes (it left, or its process or host died). */
+  onDisconnect?: (remote: string) => void;
+  /** How refusals and protocol errors are rate-limited (false: every one is reported); default kDefaultReportLimit. */
+  reportLimit?: ReportLimit | false;
 }
 
 interface Connection {
@@ -78,18 +85,35 @@ export class TcpStoreServer {
   private unauthenticated = 0;
   private bound: StoreAddress | null = null;
   private closed = false;
+  private readonly reports: ReportLimiter;
 
   constructor(private readonly options: TcpStoreServerOptions) {
     this.maxFrameBytes = options.maxFrameBytes ?? kDefaultMaxStoreFrameBytes;
     this.key = options.key ?? new JobKey(undefined);
+    this.reports = new ReportLimiter(options.reportLimit);
   }
 
-  /** Starts listening; resolves with the bound address (useful with port 0). */
+  /**
+   * Starts listening; resolves with the bound address (useful with port 0). A port already in
+   * use rejects with an InvalidArgumentError that says so and what commonly holds it.
+   */
   listen(): Promise<StoreAddress> {
     return new Promise((resolve, reject) => {
-      this.server.once('error', reject);
+      const failed = (error: NodeJS.ErrnoException) => {
+        if (error.code !== 'EADDRINUSE') {
+          reject(error);
+          return;
+        }
+        const where = `${this.options.host}:${this.options.port}`;
+        reject(
+          new InvalidArgumentError(
+            `cannot host the rendezvous store on ${where}: the port is in use. Another job or program holds it (a launcher's own store, such as torchrun's agent on MASTER_PORT, or a job still running); give the job another port (RINGREDUCE_STORE_ADDR, or ringrun --store-port)`,
+          ),
+        );
+      };
+      this.server.once('error', failed);
       this.server.listen({ host: this.options.host, port: this.options.port }, () => {
-        this.server.off('error', reject);
+        this.server.off('error', failed);
         const address = this.server.address() as net.AddressInfo;
         this.bound = { host: address.address, port: address.port };
         resolve(this.bound);
@@ -105,6 +129,7 @@ export class TcpStoreServer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.reports.close();
     // The callback runs once every connection is gone (or at once, with an error we ignore, if never listening).
     const done = new Promise<void>((resolve) => this.server.close(() => resolve()));
     for (const conn of this.connections) this.drop(conn);
@@ -114,7 +139,7 @@ export class TcpStoreServer {
   private accept(socket: net.Socket): void {
     const remote = `${socket.remoteAddress}:${socket.remotePort}`;
     if (this.closed || this.unauthenticated >= kMaxUnauthenticated) {
-      if (!this.closed) this.options.onRefused?.(remote, `more than ${kMaxUnauthenticated} connections are authenticating`);
+      if (!this.closed) this.refused(remote, `more than ${kMaxUnauthenticated} connections are authenticating`);
       socket.destroy();
       return;
     }
@@ -131,7 +156,7 @@ export class TcpStoreServer {
     this.unauthenticated++;
     const authTimeoutMs = this.options.authTimeoutMs ?? kAuthTimeoutMs;
     conn.authTimer = setTimeout(() => {
-      this.options.onRefused?.(remote, `did not authenticate within ${authTimeoutMs} ms`);
+      this.refused(remote, `did not authenticate within ${authTimeoutMs} ms`);
       this.drop(conn);
     }, authTimeoutMs);
     conn.authTimer.unref();
@@ -152,8 +177,9 @@ export class TcpStoreServer {
     socket.on('close', () => {
       // A client without the secret (or of another job) finds out from our proof and hangs up.
       if (!conn.closing && conn.stage !== 'ready' && !this.closed) {
-        this.options.onRefused?.(remote, 'closed the connection before authenticating (no or a wrong job secret?)');
+        this.refused(remote, 'closed the connection before authenticating (no or a wrong job secret?)');
       }
+      if (conn.stage === 'ready' && !this.closed) this.options.onDisconnect?.(remote);
       this.drop(conn);
     });
   }
@@ -206,7 +232,7 @@ export class TcpStoreServer {
     const nonces = conn.nonces as [Buffer, Buffer];
     if (frame.body.byteLength !== kMacBytes || !this.key.verify(frame.body, kStoreClientLabel, ...nonces)) {
       const reason = 'authentication failed: wrong or missing job secret (RINGREDUCE_SECRET)';
-      this.options.onRefused?.(conn.remote, reason);
+      this.refused(conn.remote, reason);
       this.refuse(conn, new ProtocolError(reason), false);
       return;
     }
@@ -288,7 +314,15 @@ export class TcpStoreServer {
     if (conn.closing) return;
     const protocolError =
       error instanceof ProtocolError ? error : new ProtocolError(`internal error: ${(error as Error)?.message ?? error}`);
-    if (report) this.options.onProtocolError?.(protocolError, conn.remote);
+    if (report) {
+      const remote = conn.remote;
+      this.reports.offer(remote, (note) =>
+        this.options.onProtocolError?.(
+          note === '' ? protocolError : new ProtocolError(`${protocolError.message}${note}`),
+          remote,
+        ),
+      );
+    }
     this.endAuthStage(conn);
     const message = `protocol error from ${conn.remote}: ${protocolError.message}`;
     for (const waiter of [...conn.waiters]) this.forget(waiter);
@@ -297,6 +331,11 @@ export class TcpStoreServer {
     linger.unref();
     conn.socket.once('close', () => clearTimeout(linger));
     conn.socket.end(encodeFrame(kOpError, 0, Buffer.from(message)));
+  }
+
+  /** Reports a refused client, rate-limited. */
+  private refused(remote: string, reason: string): void {
+    this.reports.offer(remote, (note) => this.options.onRefused?.(remote, `${reason}${note}`));
   }
 
   private drop(conn: Connection): void {

@@ -154,6 +154,7 @@ test('--max-restarts starts a failed job again with RINGREDUCE_RESTART_ATTEMPT, 
   assert.match(ok.stdout, /ATTEMPT 2 RANK 0 SUM 2/);
   const few = new RingrunRun(['--max-restarts', '1', '-np', '2', 'node', script], cleanEnv(), 60_000);
   const failed = await few.finished;
-  assert.equal(failed.code, 3);
+  // The first failure ringrun sees: rank 1's exit 3, or rank 0's 1 after it lost rank 1.
+  assert.ok(failed.code === 3 || failed.code === 1, `exit ${failed.code}`);
   assert.match(few.stderr, /the job failed 2 times \(--max-restarts 1\): giving up/);
 });

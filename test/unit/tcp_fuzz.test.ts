@@ -189,6 +189,7 @@ describe('fuzz: mesh handshake', () => {
       key,
       timeoutMs: 20_000,
       onRefused: (_, reason) => refused.push(reason),
+      reportLimit: false, // every refusal, counted below (report_limiter.ts summarises by default)
     });
     const { host, port } = JSON.parse(Buffer.from(await (stores[1] as TcpStoreClient).get('mesh/fuzz/addr/0', 2000)).toString());
     const nonce = Buffer.alloc(32, 5);

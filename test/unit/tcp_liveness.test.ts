@@ -6,7 +6,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { PeerFailureError } from '../../src/core/errors.js';
-import { Liveness, type LivenessLink } from '../../src/transport/tcp/liveness.js';
+import { kSilentIntervals, Liveness, type LivenessLink } from '../../src/transport/tcp/liveness.js';
+import { PendingOp } from '../../src/transport/tcp/pending_op.js';
+import { Watchdog } from '../../src/transport/tcp/watchdog.js';
 import { delay, freeze, makeWorld, type World } from './tcp_test_helpers.js';
 
 const kTestTimeout = { timeout: 15_000 };
@@ -183,4 +185,83 @@ describe('Liveness', () => {
     liveness.stop();
     assert.equal(liveness.running, false);
   });
+});
+
+describe('the silence limit', () => {
+  it('a peer that stops answering is failed after four intervals, well before a long I/O timeout', kTestTimeout, async () => {
+    const peer = new FakeLink();
+    const silent: { peer: number; at: number }[] = [];
+    const liveness = new Liveness({
+      size: 2,
+      intervalMs: 50,
+      silenceMs: 30_000,
+      links: [undefined, peer],
+      wanted: () => true,
+      onSilent: (p) => silent.push({ peer: p, at: performance.now() }),
+    });
+    liveness.activate();
+    await delay(300); // answered pings: nothing happens
+    assert.equal(silent.length, 0);
+    peer.answers = false;
+    const stoppedAt = peer.heardAt;
+    assert.ok(await until(() => silent.length > 0, 3000), 'the silent peer was failed');
+    liveness.stop();
+    const after = (silent[0]?.at ?? 0) - stoppedAt;
+    assert.equal(silent[0]?.peer, 1);
+    // At the limit (a tick is due then), give or take a loaded machine's late timers: not 30 s.
+    assert.ok(
+      after >= kSilentIntervals * 50 - 5 && after < kSilentIntervals * 50 + 100,
+      `failed ${after} ms after it was last heard`,
+    );
+  });
+
+  it(
+    'the op watchdog expires an op to a peer unheard for the limit, and waits the I/O timeout for one that is heard',
+    kTestTimeout,
+    async () => {
+      const pending = new Set<PendingOp>();
+      const heardAt = [0, 0, performance.now()];
+      const expired: { peer: number; at: number }[] = [];
+      const watchdog = new Watchdog({
+        ioTimeoutMs: 1000,
+        pending,
+        heardSince: (peer, since) => (heardAt[peer] ?? 0) >= since,
+        recheckMs: 50,
+        onExpired: (op, _idle) => {
+          expired.push({ peer: op.peer, at: performance.now() });
+          op.reject(new Error('expired'));
+        },
+      });
+      const started = performance.now();
+      const ops = [1, 2].map(
+        (peer) =>
+          new PendingOp(
+            'send',
+            peer,
+            0,
+            pending,
+            () => {},
+            () => {},
+          ),
+      );
+      watchdog.ensure();
+      // Peer 2 keeps being heard (it answers pings); peer 1 never is.
+      const hearing = setInterval(() => (heardAt[2] = performance.now()), 20);
+      try {
+        assert.ok(await until(() => expired.length === 2, 3000), `${expired.length} expired`);
+      } finally {
+        clearInterval(hearing);
+        watchdog.stop();
+      }
+      const [first, second] = expired;
+      assert.equal(first?.peer, 1);
+      assert.ok(
+        (first?.at ?? 0) - started < 1000 && (first?.at ?? 0) - started >= kSilentIntervals * 50 - 5,
+        'silent: at the limit',
+      );
+      assert.equal(second?.peer, 2);
+      assert.ok((second?.at ?? 0) - started >= 1000 - 5, 'heard: at the I/O timeout');
+      assert.equal(ops.filter((op) => !op.done).length, 0);
+    },
+  );
 });

@@ -43,6 +43,7 @@ export {
   type TensorGatherOptions,
   type TensorReducescatterOptions,
 } from './collectives.js';
+export { DashboardCallback, type DashboardCallbackOptions } from './dashboard_callback.js';
 export { DistributedOptimizer, type DistributedOptimizerOptions } from './distributed_optimizer.js';
 /** Elastic training (docs/tfjs.md): `rrtf.elastic.TfjsState({ model, optimizer, ...values })`. */
 export * as elastic from './elastic_state.js';

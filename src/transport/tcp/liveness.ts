@@ -11,9 +11,14 @@
  *   on a link whose send queue the kernel has not taken: it would wait behind that data, whose
  *   progress the op watchdog already judges.
  * - Silence: a peer that has not answered a ping for two intervals and has not been heard for
- *   `silenceMs` (stopped by SIGSTOP, hung, its host gone or the network cut) is failed through
- *   `onSilent`. Two intervals give a peer that was idle (unheard for long, legitimately) time to
- *   answer the ping sent when this rank became active.
+ *   the silence limit (stopped by SIGSTOP, hung, its host gone or the network cut) is failed
+ *   through `onSilent`. Two intervals give a peer that was idle (unheard for long, legitimately)
+ *   time to answer the ping sent when this rank became active. The limit is kSilentIntervals
+ *   intervals, or `silenceMs` (the I/O timeout) when that is shorter: 8 s at the default 2 s
+ *   interval. Pings are answered by the peer's transport, in its engine thread, whatever its
+ *   caller's thread is doing (a long synchronous computation delays nothing), so a peer that
+ *   misses four in a row is not busy: it is gone. A tick due when the next peer would reach
+ *   the limit keeps the verdict from waiting for the next interval.
  *
  * Idle: at a tick where the transport no longer wants watching and every ping has been answered,
  * the timer is not re-armed. An idle transport schedules nothing and sends nothing; its peers
@@ -62,16 +67,26 @@ interface Watch {
 
 /** A peer has this many intervals to answer a ping before its silence may fail it. */
 const kAnswerIntervals = 2;
+/** A peer unheard this many intervals (its pings unanswered) is silent (see above). */
+export const kSilentIntervals = 4;
+
+/** How long a peer may be unheard before it counts as silent: the op watchdog uses the same limit. */
+export function silenceLimitMs(intervalMs: number, silenceMs: number): number {
+  return intervalMs > 0 ? Math.min(silenceMs, kSilentIntervals * intervalMs) : silenceMs;
+}
 
 export class Liveness {
   private readonly watches: Watch[];
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
-  private lastTick = 0;
+  /** When the armed timer is due (performance.now() clock). */
+  private dueAt = 0;
+  private readonly limitMs: number;
 
   constructor(private readonly options: LivenessOptions) {
     const now = performance.now();
     this.watches = Array.from({ length: options.size }, () => ({ askedAt: null, excusedAt: now }));
+    this.limitMs = silenceLimitMs(options.intervalMs, options.silenceMs);
   }
 
   /** Whether the timer is armed (for tests: an idle transport has none). */
@@ -83,9 +98,8 @@ export class Liveness {
   activate(): void {
     if (this.timer !== null || this.stopped) return;
     const now = performance.now();
-    this.lastTick = now;
     this.probe(now);
-    this.arm();
+    this.arm(this.options.intervalMs);
   }
 
   /** Whether `peer` was heard from at or after `since` (performance.now() clock). */
@@ -104,31 +118,39 @@ export class Liveness {
     return Math.max(heard, this.watches[peer]?.excusedAt ?? Number.NEGATIVE_INFINITY);
   }
 
-  private arm(): void {
-    this.timer = setTimeout(() => this.tick(), this.options.intervalMs);
+  private arm(ms: number): void {
+    const delay = Math.max(1, Math.ceil(ms));
+    this.dueAt = performance.now() + delay;
+    this.timer = setTimeout(() => this.tick(), delay);
     this.timer.unref();
   }
 
   private tick(): void {
     this.timer = null;
-    const { intervalMs, silenceMs, links } = this.options;
+    const { intervalMs, links } = this.options;
     const now = performance.now();
-    if (now - this.lastTick > 2 * intervalMs + 100) {
+    if (now - this.dueAt > intervalMs + 100) {
       for (const watch of this.watches) {
         watch.excusedAt = now;
         watch.askedAt = null;
       }
     }
-    this.lastTick = now;
     const asking = this.probe(now);
+    // The soonest moment a peer still asked could be found silent: tick then, not an interval later.
+    let next = intervalMs;
     for (let peer = 0; peer < this.watches.length && !this.stopped; peer++) {
       const askedAt = (this.watches[peer] as Watch).askedAt;
+      if (askedAt === null || !links[peer]?.usable()) continue;
+      const heard = this.heardAt(peer);
+      const silentMs = now - heard;
       // 1 ms of slack: the timer's clock and performance.now() round differently.
-      if (askedAt === null || now - askedAt < kAnswerIntervals * intervalMs - 1 || !links[peer]?.usable()) continue;
-      const silentMs = now - this.heardAt(peer);
-      if (silentMs >= silenceMs) this.options.onSilent(peer, Math.round(silentMs));
+      if (now - askedAt >= kAnswerIntervals * intervalMs - 1 && silentMs >= this.limitMs - 1) {
+        this.options.onSilent(peer, Math.round(silentMs));
+        continue;
+      }
+      next = Math.min(next, Math.max(askedAt + kAnswerIntervals * intervalMs, heard + this.limitMs) - now);
     }
-    if (!this.stopped && (asking || this.options.wanted())) this.arm();
+    if (!this.stopped && (asking || this.options.wanted())) this.arm(next);
   }
 
   /** Pings every peer not heard within an interval; returns whether a ping is unanswered. */

@@ -7,8 +7,15 @@
  * recv whose peer is still heard from (heartbeats, liveness.ts): that peer is alive and most
  * likely waiting for another rank, which its own deadline or its successor will name, so the
  * recv gets up to kMaxWaitFactor × ioTimeoutMs. An idle transport has no timer at all.
+ *
+ * With heartbeats, an op also expires early, at the silence limit of liveness.ts (8 s at the
+ * defaults), when its peer has not been heard from for that long either: such a peer is
+ * silent, and liveness cannot always say so itself (it sends no ping on a link whose send
+ * queue is full, so a peer that stopped reading while this rank sends it a large message is
+ * found here).
  */
 import { performance } from 'node:perf_hooks';
+import { silenceLimitMs } from './liveness.js';
 import type { PendingOp } from './pending_op.js';
 
 /** An op whose peer is still heard from may wait this many I/O timeouts without progress. */
@@ -27,12 +34,16 @@ export interface WatchdogOptions {
 export class Watchdog {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
+  /** No progress this long, from a peer unheard this long, expires an op (see above). */
+  private readonly silenceMs: number;
 
-  constructor(private readonly options: WatchdogOptions) {}
+  constructor(private readonly options: WatchdogOptions) {
+    this.silenceMs = options.heardSince === null ? options.ioTimeoutMs : silenceLimitMs(options.recheckMs, options.ioTimeoutMs);
+  }
 
   /** Call after posting an op: arms the timer if it is not already running. */
   ensure(): void {
-    if (this.timer === null && !this.stopped && this.options.pending.size > 0) this.arm(this.options.ioTimeoutMs);
+    if (this.timer === null && !this.stopped && this.options.pending.size > 0) this.arm(this.silenceMs);
   }
 
   stop(): void {
@@ -52,16 +63,22 @@ export class Watchdog {
     const expired: PendingOp[] = [];
     for (const op of pending) {
       const idle = now - op.lastProgress;
-      if (idle >= ioTimeoutMs && !this.givenMoreTime(op, idle, now)) expired.push(op);
+      if (idle >= ioTimeoutMs ? !this.givenMoreTime(op, idle, now) : this.silent(op, idle, now)) expired.push(op);
     }
     // Settled by the failure of an op expired before it: skip.
     for (const op of expired) if (!op.done) this.options.onExpired(op, now - op.lastProgress);
     let next = Number.POSITIVE_INFINITY;
     for (const op of pending) {
-      const due = op.lastProgress + ioTimeoutMs;
+      const due = op.lastProgress + this.silenceMs;
       next = Math.min(next, due > now ? due : now + this.options.recheckMs);
     }
     if (next !== Number.POSITIVE_INFINITY && !this.stopped) this.arm(next - now);
+  }
+
+  /** No progress for the silence limit, from a peer not heard from for as long. */
+  private silent(op: PendingOp, idle: number, now: number): boolean {
+    const { heardSince } = this.options;
+    return heardSince !== null && idle >= this.silenceMs && !heardSince(op.peer, now - this.silenceMs);
   }
 
   private givenMoreTime(op: PendingOp, idle: number, now: number): boolean {

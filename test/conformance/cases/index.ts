@@ -16,6 +16,7 @@ import { pointToPointCases } from './point_to_point.js';
 import { reduceCases } from './reduce.js';
 import { reducescatterCases } from './reducescatter.js';
 import { scatterCases } from './scatter.js';
+import { setsAndJoinCases } from './sets_and_join.js';
 
 export const kCases: readonly ConformanceCase[] = [
   ...allreduceCases,
@@ -30,6 +31,7 @@ export const kCases: readonly ConformanceCase[] = [
   ...pointToPointCases,
   ...objectCases,
   ...negotiationCases,
+  ...setsAndJoinCases,
 ];
 
 const names = new Set<string>();

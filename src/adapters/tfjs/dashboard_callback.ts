@@ -1,0 +1,147 @@
+/**
+ * model.fit callback: reports the training's progress and metrics to `ringrun --dashboard` (the
+ * page charts loss, accuracy and samples/s), and draws a progress bar on rank 0, like Keras'
+ * verbose mode: on a terminal one bar redrawn in place, elsewhere (a pipe, ringrun's output) one
+ * line every few seconds. The bar is cli-progress's.
+ *
+ * Cheap between reports: a batch that ends less than `reportEveryMs` after the last report only
+ * counts its samples and moves the bar; its metrics (scalar tensors) are read only when they are
+ * reported. Without a dashboard the reports go nowhere (observability/training_metrics.ts).
+ */
+import * as tf from '@tensorflow/tfjs';
+import cliProgress from 'cli-progress';
+import { publishTrainingMetrics } from '../../observability/training_metrics.js';
+import { type Collectives, collectivesOf, type RuntimeOption } from './runtime.js';
+
+export interface DashboardCallbackOptions extends RuntimeOption {
+  /** Draw the progress bar (default: on rank 0 only). */
+  progressBar?: boolean;
+  /** Where the bar goes (default: process.stdout). */
+  stream?: NodeJS.WritableStream;
+  /** Batch metrics are reported (and read) at most this often; epoch ends always are. Default 500 ms. */
+  reportEveryMs?: number;
+  /** Away from a terminal, a progress line this often. Default 5000 ms. */
+  lineEveryMs?: number;
+}
+
+type Logs = { [key: string]: number | tf.Scalar } | undefined;
+
+/**
+ * Put it after MetricAverageCallback: the epoch's line and report then show the job's averages.
+ *
+ * @example
+ * await model.fit(xs, ys, { epochs: 5, verbose: 0, callbacks: [new MetricAverageCallback(), new DashboardCallback()] });
+ */
+export class DashboardCallback extends tf.Callback {
+  private readonly collectives: Collectives;
+  private readonly reportEveryMs: number;
+  private readonly bar: cliProgress.SingleBar | undefined;
+  private epochs = 0;
+  private batches = 0;
+  private epoch = 0;
+  private lastReportAt = 0;
+  private samplesSince = 0;
+  private barOn = false;
+
+  constructor(options: DashboardCallbackOptions = {}) {
+    super();
+    this.collectives = collectivesOf(options);
+    this.reportEveryMs = options.reportEveryMs ?? 500;
+    const draw = options.progressBar ?? this.collectives.rank() === 0;
+    if (draw) {
+      const stream = options.stream ?? process.stdout;
+      this.bar = new cliProgress.SingleBar(
+        {
+          format: 'epoch {epoch}/{epochs} [{bar}] {value}/{total} batches {eta_formatted} left | {metrics}',
+          stream,
+          // Away from a terminal each drawing is a line already: no blank line after the last.
+          clearOnComplete: (stream as { isTTY?: boolean }).isTTY !== true,
+          noTTYOutput: true,
+          notTTYSchedule: options.lineEveryMs ?? 5000,
+          etaBuffer: 50,
+          hideCursor: false,
+          gracefulExit: false,
+        },
+        cliProgress.Presets.shades_classic,
+      );
+    }
+  }
+
+  override async onTrainBegin(): Promise<void> {
+    const params = this.params as { epochs?: number; steps?: number | null; samples?: number | null; batchSize?: number };
+    this.epochs = params.epochs ?? 0;
+    this.batches = params.steps ?? (params.samples && params.batchSize ? Math.ceil(params.samples / params.batchSize) : 0);
+  }
+
+  override async onEpochBegin(epoch: number): Promise<void> {
+    this.epoch = epoch;
+    this.lastReportAt = performance.now();
+    this.samplesSince = 0;
+    if (this.bar) {
+      this.bar.start(Math.max(1, this.batches), 0, { epoch: epoch + 1, epochs: this.epochs, metrics: '' });
+      this.barOn = true;
+    }
+  }
+
+  override async onBatchEnd(batch: number, logs?: Logs): Promise<void> {
+    const size = logs?.size;
+    this.samplesSince += typeof size === 'number' ? size : 0;
+    const now = performance.now();
+    if (now - this.lastReportAt < this.reportEveryMs) {
+      this.bar?.update(batch + 1);
+      return;
+    }
+    const values = await numbersOf(logs, ['batch', 'size']);
+    this.report(batch, values, now);
+    this.bar?.update(batch + 1, { metrics: formatMetrics(values) });
+  }
+
+  override async onEpochEnd(epoch: number, logs?: Logs): Promise<void> {
+    const values = await numbersOf(logs, []);
+    this.report(-1, values, performance.now(), epoch);
+    if (this.bar && this.barOn) {
+      this.bar.update(Math.max(1, this.batches), { metrics: formatMetrics(values) });
+      this.bar.stop();
+      this.barOn = false;
+    }
+  }
+
+  override async onTrainEnd(): Promise<void> {
+    if (this.barOn) this.bar?.stop();
+    this.barOn = false;
+  }
+
+  private report(batch: number, logs: Record<string, number>, now: number, epoch = this.epoch): void {
+    const seconds = (now - this.lastReportAt) / 1000;
+    const rate = seconds > 0 && this.samplesSince > 0 ? this.samplesSince / seconds : undefined;
+    publishTrainingMetrics({
+      rank: this.collectives.rank(),
+      epoch,
+      batch,
+      ...(this.epochs > 0 && { epochs: this.epochs }),
+      ...(this.batches > 0 && { batches: this.batches }),
+      ...(rate !== undefined && { samplesPerSecond: rate }),
+      logs,
+    });
+    this.lastReportAt = now;
+    this.samplesSince = 0;
+  }
+}
+
+/** The logs as numbers (scalar tensors read), without the keys in `skip`. */
+async function numbersOf(logs: Logs, skip: readonly string[]): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  if (!logs) return out;
+  for (const [key, value] of Object.entries(logs)) {
+    if (skip.includes(key)) continue;
+    const number = typeof value === 'number' ? value : ((await value.data())[0] as number);
+    if (Number.isFinite(number)) out[key] = number;
+  }
+  return out;
+}
+
+function formatMetrics(values: Record<string, number>): string {
+  return Object.entries(values)
+    .map(([key, value]) => `${key} ${value.toFixed(4)}`)
+    .join('  ');
+}
