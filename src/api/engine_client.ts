@@ -26,7 +26,7 @@ import {
   type ToEngine,
   type WorkerInit,
 } from '../engine/worker_protocol.js';
-import { dashboardTargetFromEnv } from '../observability/dashboard_target.js';
+import { dashboardTarget } from '../observability/dashboard_target.js';
 import { createStatsBuffer } from '../observability/stats.js';
 import type { BackendName } from '../transport/backends.js';
 import { waitForChange } from './spin_wait.js';
@@ -179,7 +179,7 @@ export class EngineClient implements EngineLink {
     const { port1, port2 } = new MessageChannel();
     const signal = new Int32Array(new SharedArrayBuffer(8));
     const stats = createStatsBuffer();
-    const dashboard = dashboardTargetFromEnv();
+    const dashboard = dashboardTarget(config.dashboard);
     const init: WorkerInit = { config, port: port2, signal, stats, ...(dashboard && { dashboard }) };
     const worker = startWorker(init, [port2]);
     const syncTimeoutMs = (config.stallTimeoutMs > 0 ? config.stallTimeoutMs : 600_000) + config.ioTimeoutMs + 5_000;

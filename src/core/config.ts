@@ -76,6 +76,8 @@ export interface Config {
    * environment, and no rank hosts the store.
    */
   readonly elasticWorker: string | undefined;
+  /** ringrun --dashboard: the URL this rank reports its state to (observability/dashboard_target.ts). */
+  readonly dashboard: string | undefined;
 }
 
 /** Which variables made this process a rank of a job. */
@@ -485,5 +487,6 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     processSets: checkProcessSets(o.processSets ?? [], size),
     jobSource: jobSource === undefined ? undefined : Object.freeze({ ...jobSource }),
     elasticWorker: env[kEnv.elasticWorker] || undefined,
+    dashboard: env[kEnv.dashboard] || undefined,
   });
 }

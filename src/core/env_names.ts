@@ -31,4 +31,5 @@ export const kEnv = {
   timeline: 'RINGREDUCE_TIMELINE',
   elasticWorker: 'RINGREDUCE_ELASTIC_WORKER',
   restartAttempt: 'RINGREDUCE_RESTART_ATTEMPT',
+  dashboard: 'RINGREDUCE_DASHBOARD',
 } as const;

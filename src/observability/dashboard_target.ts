@@ -3,13 +3,13 @@
  * RINGREDUCE_DASHBOARD, holding the URL it accepts reports on, whose last path segment is a
  * random token (only the ranks know it; the page's viewers get another one). Unset: the rank
  * reports nowhere and starts nothing.
- *
- * This variable is read here rather than in core/config.ts because it is the launcher's private
- * channel to its own dashboard, not a setting of the job: nothing in the engine depends on it.
+ * core/config.ts reads the variable (Config.dashboard); this module parses it.
  */
 
+import { kEnv } from '../core/env_names.js';
+
 /** The variable ringrun sets for every rank of a job run with --dashboard. */
-export const kDashboardEnv = 'RINGREDUCE_DASHBOARD';
+export const kDashboardEnv = kEnv.dashboard;
 
 /** The reports' path on the dashboard's server, before the token. */
 export const kIngestPath = '/ingest/';
@@ -27,11 +27,8 @@ export function ingestUrl(host: string, port: number, token: string): string {
   return `http://${h}:${port}${kIngestPath}${token}`;
 }
 
-/** The target in `env`, or undefined when unset or not an http URL of that shape (then nothing is reported). */
-export function dashboardTargetFromEnv(
-  env: Readonly<Record<string, string | undefined>> = process.env,
-): DashboardTarget | undefined {
-  const text = env[kDashboardEnv];
+/** The target `text` names, or undefined when unset or not an http URL of that shape (then nothing is reported). */
+export function dashboardTarget(text: string | undefined): DashboardTarget | undefined {
   if (!text) return undefined;
   let url: URL;
   try {
