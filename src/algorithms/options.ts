@@ -1,11 +1,13 @@
 /**
  * Tuning knobs shared by the algorithms. Every rank of a collective must pass the same
- * segmentBytes and treeMaxBytes: they decide the number and length of the messages, and a
- * receiver refuses a message whose length it did not expect.
+ * segmentBytes, treeMaxBytes, latencyMaxBytes and costModel: they decide the algorithm and the
+ * number and length of the messages, and a receiver refuses a message whose length it did not
+ * expect.
  */
 
 import type { BufferPool } from '../core/buffer_pool.js';
 import { InvalidArgumentError } from '../core/errors.js';
+import { type CostModel, kDefaultCostModel } from './cost_model.js';
 import { type KernelSelector, selectKernel } from './reduce.js';
 
 /** Large enough to amortise a message's fixed cost, small enough to keep every link busy. */
@@ -13,7 +15,7 @@ export const kDefaultSegmentBytes = 256 * 1024;
 /** Segments in flight per direction: receives posted ahead and sends outstanding. */
 export const kDefaultPipelineDepth = 4;
 
-/** Allreduces of at most this many bytes take the latency path (recursive doubling); see allreduce.ts. */
+/** Allreduces of at most this many bytes take the latency path (recursive doubling) unless a cost model is given. */
 export const kDefaultLatencyMaxBytes = 64 * 1024;
 
 export interface AlgorithmOptions {
@@ -27,8 +29,13 @@ export interface AlgorithmOptions {
   kernels?: KernelSelector;
   /** Broadcasts of at most this many bytes use a binomial tree, larger ones a pipelined chain. Default segmentBytes. */
   treeMaxBytes?: number;
-  /** Allreduces of at most this many bytes use recursive doubling instead of the ring. Default 64 KiB. */
+  /**
+   * Allreduces of at most this many bytes use recursive doubling, larger ones the ring. Default
+   * 64 KiB, or none when `costModel` is given (the model decides then).
+   */
   latencyMaxBytes?: number;
+  /** α, β and γ (seconds) of the cost model that picks the allreduce algorithm (cost_model.ts); unset ones keep their defaults. */
+  costModel?: Partial<CostModel>;
 }
 
 export interface ResolvedOptions {
@@ -37,7 +44,20 @@ export interface ResolvedOptions {
   readonly pool: BufferPool | undefined;
   readonly kernels: KernelSelector;
   readonly treeMaxBytes: number;
-  readonly latencyMaxBytes: number;
+  readonly latencyMaxBytes: number | undefined;
+  readonly costModel: CostModel;
+}
+
+function costModelOf(given: Partial<CostModel> | undefined): CostModel {
+  if (given === undefined) return kDefaultCostModel;
+  const model = { ...kDefaultCostModel, ...given };
+  for (const name of ['alpha', 'beta', 'gamma'] as const) {
+    const value = model[name];
+    if (!Number.isFinite(value) || value < 0) {
+      throw new InvalidArgumentError(`costModel.${name} must be a finite number >= 0 (seconds), got ${value}`);
+    }
+  }
+  return model;
 }
 
 function integerAtLeast(name: string, value: number | undefined, fallback: number, min: number): number {
@@ -57,6 +77,14 @@ export function resolveOptions(options: AlgorithmOptions = {}): ResolvedOptions 
     pool: options.pool,
     kernels: options.kernels ?? selectKernel,
     treeMaxBytes: integerAtLeast('treeMaxBytes', options.treeMaxBytes, segmentBytes, 0),
-    latencyMaxBytes: integerAtLeast('latencyMaxBytes', options.latencyMaxBytes, kDefaultLatencyMaxBytes, 0),
+    // The fixed threshold stays the default until the model's α is measured per ring step in the
+    // engine: with the transport's ping-pong α it picks the ring too early on 3 oversubscribed ranks.
+    latencyMaxBytes:
+      options.latencyMaxBytes === undefined
+        ? options.costModel === undefined
+          ? kDefaultLatencyMaxBytes
+          : undefined
+        : integerAtLeast('latencyMaxBytes', options.latencyMaxBytes, 0, 0),
+    costModel: costModelOf(options.costModel),
   };
 }

@@ -1,0 +1,305 @@
+/**
+ * Simulated scaling: the real algorithms of src/algorithms/ on the simulator (src/transport/sim/),
+ * from 2 to 1024 ranks and from 4 B to 1 GiB, each against its α-β formula (docs/algorithms.md),
+ * and where the allreduce cost model (src/algorithms/cost_model.ts) puts the switch from recursive
+ * doubling to the ring against where the simulator finds it. Prints the markdown of the section
+ * "Simulated scaling" of docs/performance.md; runs in seconds, the same virtual times every run.
+ *
+ *   node dist/bench/simulate.js
+ *
+ * Sizes follow nccl-tests, as `npm run bench` does (spec.ts): M is the whole buffer (allgather and
+ * gather: the output; reducescatter and alltoall: each rank's input; scatter: the root's input),
+ * rounded down to whole elements per rank. Large buffers run scaled down (scale.ts).
+ */
+import { performance } from 'node:perf_hooks';
+import { alltoall } from '../src/algorithms/alltoall.js';
+import { broadcast } from '../src/algorithms/broadcast.js';
+import { type CostModel, kDefaultCostModel, recursiveDoublingCost, ringAllreduceCost } from '../src/algorithms/cost_model.js';
+import type { AlgorithmOptions } from '../src/algorithms/options.js';
+import { recursiveDoublingAllreduce } from '../src/algorithms/recursive_doubling.js';
+import { type KernelSelector, selectKernel } from '../src/algorithms/reduce.js';
+import { ringAllgather } from '../src/algorithms/ring_allgather.js';
+import { ringAllreduce } from '../src/algorithms/ring_allreduce.js';
+import { ringReducescatter } from '../src/algorithms/ring_reducescatter.js';
+import { treeGather } from '../src/algorithms/tree_gather.js';
+import { treeReduce } from '../src/algorithms/tree_reduce.js';
+import { treeScatter } from '../src/algorithms/tree_scatter.js';
+import { createSimWorld, type NetworkParams, type SimTransport, scaleDown } from '../src/transport/sim/index.js';
+
+/** The engine's segment length (RINGREDUCE_SEGMENT_BYTES' default). */
+const kSegmentBytes = 4 << 20;
+const kElementBytes = 4; // float32
+const kRanks = [2, 4, 16, 64, 256, 1024];
+const kRanksForSizes = 64;
+const kSizes = [4, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30];
+const kSizeForRanks = 16 << 20;
+const kCrossoverRanks = [2, 3, 4, 8, 16, 64, 256];
+const kCrossoverModelRanks = [1024];
+
+interface Case {
+  readonly ranks: number;
+  /** Real elements per rank's buffer (M / 4 / byteScale, whole elements per rank where split). */
+  readonly elements: number;
+  readonly options: AlgorithmOptions;
+  readonly rank: number;
+}
+
+interface Algorithm {
+  readonly name: string;
+  /** The formula, as docs/algorithms.md gives it. */
+  readonly formula: string;
+  /** Whether M is split into one block per rank (whole elements each). */
+  readonly split: boolean;
+  /** Seconds by the formula, for a simulated M of `bytes` on `ranks` ranks. */
+  cost(ranks: number, bytes: number, m: CostModel): number;
+  run(t: SimTransport, c: Case): Promise<void>;
+}
+
+const ceilLog2 = (n: number) => Math.ceil(Math.log2(n));
+const floorLog2 = (n: number) => Math.floor(Math.log2(n));
+const equal = (ranks: number, elements: number) => new Array<number>(ranks).fill(elements / ranks);
+
+const kAlgorithms: readonly Algorithm[] = [
+  {
+    name: 'allreduce, ring',
+    formula: '2(N-1)·α + 2(N-1)/N·M·β',
+    split: false,
+    cost: (n, b, m) => 2 * (n - 1) * m.alpha + ((2 * (n - 1)) / n) * b * m.beta,
+    run: (t, c) => ringAllreduce(t, new Float32Array(c.elements), 'sum', 1, c.options),
+  },
+  {
+    name: 'allreduce, recursive doubling',
+    formula: '(log2 p + 2e)·(α + M·β)',
+    split: false,
+    cost: (n, b, m) => (floorLog2(n) + (2 ** floorLog2(n) === n ? 0 : 2)) * (m.alpha + b * m.beta),
+    run: (t, c) => recursiveDoublingAllreduce(t, new Float32Array(c.elements), 'sum', 1, c.options),
+  },
+  {
+    name: 'broadcast (tree ≤ S < chain)',
+    formula: 'tree: ⌈log2 N⌉·(α + M·β); chain: (N-2+K)·(α + S·β)',
+    split: false,
+    cost: (n, b, m) => {
+      if (b <= kSegmentBytes) return ceilLog2(n) * (m.alpha + b * m.beta);
+      return (n - 2 + Math.ceil(b / kSegmentBytes)) * (m.alpha + kSegmentBytes * m.beta);
+    },
+    run: (t, c) => broadcast(t, new Float32Array(c.elements), 0, 1, c.options),
+  },
+  {
+    name: 'allgather, ring',
+    formula: '(N-1)·α + (N-1)/N·M·β',
+    split: true,
+    cost: (n, b, m) => (n - 1) * m.alpha + ((n - 1) / n) * b * m.beta,
+    run: (t, c) => ringAllgather(t, new Float32Array(c.elements), equal(c.ranks, c.elements), 1, c.options),
+  },
+  {
+    name: 'reducescatter, ring',
+    formula: '(N-1)·α + (N-1)/N·M·β',
+    split: true,
+    cost: (n, b, m) => (n - 1) * m.alpha + ((n - 1) / n) * b * m.beta,
+    run: (t, c) => ringReducescatter(t, new Float32Array(c.elements), equal(c.ranks, c.elements), 'sum', 1, c.options),
+  },
+  {
+    name: 'alltoall, pairwise',
+    formula: '(N-1)·α + (N-1)/N·M·β',
+    split: true,
+    cost: (n, b, m) => (n - 1) * m.alpha + ((n - 1) / n) * b * m.beta,
+    run: (t, c) => {
+      const counts = equal(c.ranks, c.elements);
+      return alltoall(t, new Float32Array(c.elements), counts, new Float32Array(c.elements), counts, 1, c.options);
+    },
+  },
+  {
+    name: 'reduce, tree',
+    formula: '⌈log2 N⌉·(α + M·β)',
+    split: false,
+    cost: (n, b, m) => ceilLog2(n) * (m.alpha + b * m.beta),
+    run: (t, c) => treeReduce(t, new Float32Array(c.elements), 'sum', 0, 1, c.options),
+  },
+  {
+    name: 'gather, tree',
+    formula: '⌈log2 N⌉·α + (N-1)/N·M·β',
+    split: true,
+    cost: (n, b, m) => ceilLog2(n) * m.alpha + ((n - 1) / n) * b * m.beta,
+    run: (t, c) => {
+      const counts = equal(c.ranks, c.elements);
+      const out = c.rank === 0 ? new Float32Array(c.elements) : undefined;
+      return treeGather(t, new Float32Array(c.elements / c.ranks), out, counts, 0, 1, c.options);
+    },
+  },
+  {
+    name: 'scatter, tree',
+    formula: '⌈log2 N⌉·α + (N-1)/N·M·β',
+    split: true,
+    cost: (n, b, m) => ceilLog2(n) * m.alpha + ((n - 1) / n) * b * m.beta,
+    run: (t, c) => {
+      const counts = equal(c.ranks, c.elements);
+      const input = c.rank === 0 ? new Float32Array(c.elements) : undefined;
+      return treeScatter(t, input, new Float32Array(c.elements / c.ranks), counts, 0, 1, c.options);
+    },
+  },
+];
+
+/** A reduce kernel selector that charges the rank's CPU (γ) for every reduction. */
+function charging(t: SimTransport): KernelSelector {
+  return (dtype, op) => {
+    const kernel = selectKernel(dtype, op);
+    return (dst, dstOffset, src, srcOffset, length) => {
+      t.compute(length * dst.BYTES_PER_ELEMENT);
+      kernel(dst, dstOffset, src, srcOffset, length);
+    };
+  };
+}
+
+interface Timing {
+  /** The simulated M: the requested one rounded to whole elements per rank where split. */
+  readonly bytes: number;
+  /** Virtual seconds until the last rank is done. */
+  readonly seconds: number;
+}
+
+async function simulate(
+  algorithm: Algorithm,
+  ranks: number,
+  requested: number,
+  model: CostModel,
+  gamma: boolean,
+): Promise<Timing> {
+  let bytes = requested - (requested % kElementBytes);
+  if (algorithm.split) bytes = Math.max(ranks, Math.floor(bytes / kElementBytes / ranks) * ranks) * kElementBytes;
+  const scaled = scaleDown(bytes, kElementBytes, ranks, kSegmentBytes);
+  const network: NetworkParams = {
+    local: { alpha: model.alpha, beta: model.beta },
+    reduceSecondsPerByte: gamma ? model.gamma : 0,
+  };
+  const world = createSimWorld(ranks, { network, byteScale: scaled.byteScale });
+  const times = await Promise.all(
+    world.map(async (t) => {
+      const options: AlgorithmOptions = { segmentBytes: scaled.segmentBytes, ...(gamma ? { kernels: charging(t) } : {}) };
+      await algorithm.run(t, { ranks, elements: scaled.elements, options, rank: t.rank });
+      return t.now();
+    }),
+  );
+  await world.closeAll();
+  return { bytes, seconds: Math.max(...times) };
+}
+
+function formatBytes(bytes: number): string {
+  for (const [unit, size] of [
+    ['GiB', 1 << 30],
+    ['MiB', 1 << 20],
+    ['KiB', 1 << 10],
+  ] as const) {
+    if (bytes >= size) return `${Number((bytes / size).toPrecision(3))} ${unit}`;
+  }
+  return `${bytes} B`;
+}
+
+function formatSeconds(seconds: number): string {
+  if (seconds >= 1) return `${seconds.toPrecision(3)} s`;
+  if (seconds >= 1e-3) return `${(seconds * 1e3).toPrecision(3)} ms`;
+  return `${(seconds * 1e6).toPrecision(3)} µs`;
+}
+
+/** "1.23 ms (0.98)": the simulated time and its ratio to the formula. */
+async function cell(algorithm: Algorithm, ranks: number, bytes: number, model: CostModel): Promise<string> {
+  const timing = await simulate(algorithm, ranks, bytes, model, false);
+  const ratio = timing.seconds / algorithm.cost(ranks, timing.bytes, model);
+  return `${formatSeconds(timing.seconds)} (${ratio.toFixed(2)})`;
+}
+
+async function scalingTables(model: CostModel): Promise<string[]> {
+  const lines: string[] = [];
+  lines.push(`**Time against N**, M = ${formatBytes(kSizeForRanks)}: simulated time (simulated / formula).`, '');
+  lines.push(`| algorithm | formula | ${kRanks.map((n) => `N = ${n}`).join(' | ')} |`);
+  lines.push(`|---|---|${kRanks.map(() => '---:').join('|')}|`);
+  for (const algorithm of kAlgorithms) {
+    const cells: string[] = [];
+    for (const ranks of kRanks) cells.push(await cell(algorithm, ranks, kSizeForRanks, model));
+    lines.push(`| ${algorithm.name} | ${algorithm.formula} | ${cells.join(' | ')} |`);
+  }
+  lines.push('', `**Time against M**, N = ${kRanksForSizes}: simulated time (simulated / formula).`, '');
+  lines.push(`| algorithm | ${kSizes.map(formatBytes).join(' | ')} |`);
+  lines.push(`|---|${kSizes.map(() => '---:').join('|')}|`);
+  for (const algorithm of kAlgorithms) {
+    const cells: string[] = [];
+    for (const bytes of kSizes) cells.push(await cell(algorithm, kRanksForSizes, bytes, model));
+    lines.push(`| ${algorithm.name} | ${cells.join(' | ')} |`);
+  }
+  return lines;
+}
+
+/** The smallest M (bytes, 1 B resolution) at which the model picks the ring. */
+function modelCrossover(ranks: number, model: CostModel): number {
+  let lo = 1;
+  let hi = 1 << 30;
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (recursiveDoublingCost(ranks, mid, model) > ringAllreduceCost(ranks, mid, kSegmentBytes, model)) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+/**
+ * The simulated crossover on a grid of quarter octaves (whole elements per rank): the last size
+ * at which recursive doubling is faster and the first at which the ring is, found by bisection
+ * from a quarter to four times the model's crossover.
+ */
+async function simulatedCrossover(ranks: number, model: CostModel, around: number): Promise<[number, number]> {
+  const [ring, rd] = [kAlgorithms[0], kAlgorithms[1]] as [Algorithm, Algorithm];
+  const grain = kElementBytes * ranks * 16;
+  const size = (k: number) => Math.max(grain, Math.round((around * 2 ** (k / 4)) / grain) * grain);
+  const ringWins = async (k: number) => {
+    const bytes = size(k);
+    return (await simulate(ring, ranks, bytes, model, true)).seconds < (await simulate(rd, ranks, bytes, model, true)).seconds;
+  };
+  let lo = -8;
+  let hi = 8;
+  if (await ringWins(lo)) return [0, size(lo)];
+  if (!(await ringWins(hi))) return [size(hi), Number.POSITIVE_INFINITY];
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (await ringWins(mid)) hi = mid;
+    else lo = mid;
+  }
+  return [size(lo), size(hi)];
+}
+
+async function crossoverTable(model: CostModel): Promise<string[]> {
+  const lines = [
+    '| N | model: the ring from | simulated: recursive doubling still faster at · the ring faster at |',
+    '|---:|---:|---:|',
+  ];
+  for (const ranks of kCrossoverRanks) {
+    const at = modelCrossover(ranks, model);
+    const [below, above] = await simulatedCrossover(ranks, model, at);
+    lines.push(`| ${ranks} | ${formatBytes(at)} | ${formatBytes(below)} · ${formatBytes(above)} |`);
+  }
+  for (const ranks of kCrossoverModelRanks)
+    lines.push(`| ${ranks} | ${formatBytes(modelCrossover(ranks, model))} | not simulated |`);
+  return lines;
+}
+
+async function main(): Promise<void> {
+  const started = performance.now();
+  const model = kDefaultCostModel;
+  const { alpha, beta, gamma } = model;
+  const machine =
+    `α = ${formatSeconds(alpha)}, β = ${(beta * 1e9).toPrecision(2)} ns/B (${(1 / beta / 1e9).toPrecision(2)} GB/s)` +
+    `, γ = ${(gamma * 1e9).toPrecision(2)} ns/B (${(1 / gamma / 1e9).toPrecision(2)} GB/s)`;
+  const lines = [
+    `One link class, every rank its own send and receive port: ${machine.replace(/, γ.*/, '')}, reductions free;`,
+    `float32, segments of S = ${formatBytes(kSegmentBytes)}, pipeline depth 4. p: the largest power of two ≤ N;`,
+    'e = 1 when N is not a power of two; K = ⌈M/S⌉ segments of S.',
+    '',
+    ...(await scalingTables(model)),
+    '',
+    `**Recursive doubling or ring** (allreduce, reductions charged at γ): ${machine}.`,
+    '',
+    ...(await crossoverTable(model)),
+  ];
+  console.log(lines.join('\n'));
+  console.error(`simulated in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+}
+
+await main();
