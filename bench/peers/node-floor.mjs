@@ -25,11 +25,11 @@
 // Every number is the median over --reps (default 5) repetitions; min-max shown.
 // (loops: one repetition = one fresh node process, 3 warmup + 3 timed passes, its median)
 import { spawn } from 'node:child_process';
-import net from 'node:net';
-import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-import { fileURLToPath } from 'node:url';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 
 const SELF = fileURLToPath(import.meta.url);
 const argv = process.argv.slice(2);
@@ -57,27 +57,44 @@ async function waitQuiet() {
     await new Promise((r) => setTimeout(r, 500));
     const b = cpuSample();
     const pct = (100 * (b.idle - a.idle)) / Math.max(1, b.tot - a.tot);
-    if (pct >= 90 || waited >= QUIET_WAIT) { lastIdle = pct; return pct; }
+    if (pct >= 90 || waited >= QUIET_WAIT) {
+      lastIdle = pct;
+      return pct;
+    }
   }
 }
 
 // ------------------------------------------------------------------ main
 async function main() {
-  const opts = Object.fromEntries(argv.filter((a) => a.startsWith('--')).map((a) => {
-    const [k, v] = a.slice(2).split('=');
-    return [k, v ?? true];
-  }));
-  if (opts.merge) { // pool the repetitions of earlier --json outputs, print one table
-    const runs = String(opts.merge).split(',').map((f) => JSON.parse(fs.readFileSync(f, 'utf8')));
+  const opts = Object.fromEntries(
+    argv
+      .filter((a) => a.startsWith('--'))
+      .map((a) => {
+        const [k, v] = a.slice(2).split('=');
+        return [k, v ?? true];
+      }),
+  );
+  if (opts.merge) {
+    // pool the repetitions of earlier --json outputs, print one table
+    const runs = String(opts.merge)
+      .split(',')
+      .map((f) => JSON.parse(fs.readFileSync(f, 'utf8')));
     const byName = new Map();
-    for (const run of runs) for (const r of run.rows) {
-      const m = byName.get(r.name) ?? { ...r, values: [], idles: [] };
-      m.values.push(...r.values); m.idles.push(r.idleBefore);
-      byName.set(r.name, m);
-    }
+    for (const run of runs)
+      for (const r of run.rows) {
+        const m = byName.get(r.name) ?? { ...r, values: [], idles: [] };
+        m.values.push(...r.values);
+        m.idles.push(r.idleBefore);
+        byName.set(r.name, m);
+      }
     const rows = [...byName.values()].map((m) => ({ ...m, ...stat(m.values), idleBefore: Math.min(...m.idles) }));
-    const e = { ...runs[0].env, reps: `${runs.length} pooled runs`, date: runs.map((r) => r.env.date).join(', '),
-      loadavg: runs[0].env.loadavg, loadavgEnd: runs[runs.length - 1].env.loadavgEnd };
+    const e = {
+      ...runs[0].env,
+      reps: `${runs.length} pooled runs`,
+      date: runs.map((r) => r.env.date).join(', '),
+      loadavg: runs[0].env.loadavg,
+      loadavgEnd: runs[runs.length - 1].env.loadavgEnd,
+    };
     printTable({ env: e, rows });
     return;
   }
@@ -87,8 +104,13 @@ async function main() {
   QUIET_WAIT = Number(opts['quiet-wait'] ?? 10);
   const results = {
     env: {
-      node: process.version, v8: process.versions.v8, cpu: os.cpus()[0]?.model, cores: os.cpus().length,
-      date: new Date().toISOString(), loadavg: os.loadavg(), reps: REPS,
+      node: process.version,
+      v8: process.versions.v8,
+      cpu: os.cpus()[0]?.model,
+      cores: os.cpus().length,
+      date: new Date().toISOString(),
+      loadavg: os.loadavg(),
+      reps: REPS,
     },
     rows: [],
   };
@@ -116,38 +138,100 @@ function printTable(results) {
   console.log('|---|---|---:|---:|---|---:|---:|');
   const f = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3));
   for (const r of results.rows)
-    console.log(`| ${r.section} | ${r.name} | ${f(r.median)} | ${f(r.min)}–${f(r.max)} | ${r.unit} | ${r.n} | ${r.idleBefore == null ? '' : r.idleBefore.toFixed(0) + ' %'} |`);
-  console.log(`\n(loadavg start ${e.loadavg.map((x) => x.toFixed(2)).join(' ')}, end ${e.loadavgEnd.map((x) => x.toFixed(2)).join(' ')})`);
+    console.log(
+      `| ${r.section} | ${r.name} | ${f(r.median)} | ${f(r.min)}–${f(r.max)} | ${r.unit} | ${r.n} | ${r.idleBefore == null ? '' : r.idleBefore.toFixed(0) + ' %'} |`,
+    );
+  console.log(
+    `\n(loadavg start ${e.loadavg.map((x) => x.toFixed(2)).join(' ')}, end ${e.loadavgEnd.map((x) => x.toFixed(2)).join(' ')})`,
+  );
 }
 
 // ------------------------------------------------------------------ (a) loops
 // one function per element type so each stays monomorphic
-function addF32(a, b) { const n = a.length; for (let i = 0; i < n; i++) a[i] += b[i]; }
-function addF64(a, b) { const n = a.length; for (let i = 0; i < n; i++) a[i] += b[i]; }
-function addI64(a, b) { const n = a.length; for (let i = 0; i < n; i++) a[i] += b[i]; }
-function add3F32(c, a, b) { const n = a.length; for (let i = 0; i < n; i++) c[i] = a[i] + b[i]; }
+function addF32(a, b) {
+  const n = a.length;
+  for (let i = 0; i < n; i++) a[i] += b[i];
+}
+function addF64(a, b) {
+  const n = a.length;
+  for (let i = 0; i < n; i++) a[i] += b[i];
+}
+function addI64(a, b) {
+  const n = a.length;
+  for (let i = 0; i < n; i++) a[i] += b[i];
+}
+function add3F32(c, a, b) {
+  const n = a.length;
+  for (let i = 0; i < n; i++) c[i] = a[i] + b[i];
+}
 
 // WebAssembly SIMD reduction kernel, hand-assembled (no toolchain, no deps):
 //   export func add(a: i32, b: i32, nbytes: i32): for each 16 B lane group
 //   a[..] = f32x4.add(a[..], b[..]), 4x unrolled (nbytes multiple of 64); export mem.
 function wasmAddModule() {
-  const u = (n) => { const o = []; do { let b = n & 0x7f; n >>>= 7; if (n) b |= 0x80; o.push(b); } while (n); return o; };
-  const s = (n) => { const o = []; for (;;) { let b = n & 0x7f; n >>= 7; if ((n === 0 && !(b & 0x40)) || (n === -1 && (b & 0x40))) { o.push(b); return o; } o.push(b | 0x80); } };
+  const u = (n) => {
+    const o = [];
+    do {
+      let b = n & 0x7f;
+      n >>>= 7;
+      if (n) b |= 0x80;
+      o.push(b);
+    } while (n);
+    return o;
+  };
+  const s = (n) => {
+    const o = [];
+    for (;;) {
+      const b = n & 0x7f;
+      n >>= 7;
+      if ((n === 0 && !(b & 0x40)) || (n === -1 && b & 0x40)) {
+        o.push(b);
+        return o;
+      }
+      o.push(b | 0x80);
+    }
+  };
   const sec = (id, body) => [id, ...u(body.length), ...body];
   const str = (t) => [...u(t.length), ...Buffer.from(t)];
-  const A = 0, B = 1, N = 2, END = 3;
-  const get = (i) => [0x20, i], set = (i) => [0x21, i];
-  const load = (off) => [0xfd, 0x00, 4, ...u(off)], store = (off) => [0xfd, 0x0b, 4, ...u(off)];
+  const A = 0,
+    B = 1,
+    N = 2,
+    END = 3;
+  const get = (i) => [0x20, i],
+    set = (i) => [0x21, i];
+  const load = (off) => [0xfd, 0x00, 4, ...u(off)],
+    store = (off) => [0xfd, 0x0b, 4, ...u(off)];
   const f32x4add = [0xfd, ...u(228)];
   const body = [
-    1, 1, 0x7f, // 1 local of i32 ($end)
-    ...get(A), ...get(N), 0x6a, ...set(END),
-    0x02, 0x40, 0x03, 0x40,
-    ...get(A), ...get(END), 0x4f, 0x0d, 1,
+    1,
+    1,
+    0x7f, // 1 local of i32 ($end)
+    ...get(A),
+    ...get(N),
+    0x6a,
+    ...set(END),
+    0x02,
+    0x40,
+    0x03,
+    0x40,
+    ...get(A),
+    ...get(END),
+    0x4f,
+    0x0d,
+    1,
   ];
-  for (let k = 0; k < 4; k++) body.push(...get(A), ...get(A), ...load(16 * k), ...get(B), ...load(16 * k), ...f32x4add, ...store(16 * k));
+  for (let k = 0; k < 4; k++)
+    body.push(...get(A), ...get(A), ...load(16 * k), ...get(B), ...load(16 * k), ...f32x4add, ...store(16 * k));
   body.push(...get(A), 0x41, ...s(64), 0x6a, ...set(A), ...get(B), 0x41, ...s(64), 0x6a, ...set(B), 0x0c, 0, 0x0b, 0x0b, 0x0b);
-  const bytes = [0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
+  const bytes = [
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    1,
+    0,
+    0,
+    0,
     ...sec(1, [1, 0x60, 3, 0x7f, 0x7f, 0x7f, 0]),
     ...sec(3, [1, 0]),
     ...sec(5, [1, 0, 1]),
@@ -186,9 +270,20 @@ async function loopCase(key, bytes) {
     b = new Float32Array(mem.buffer, 65536 + bytes, n);
     run = () => wadd(65536, 65536 + bytes, bytes);
   } else {
-    a = new T(n); b = new T(n); c = new T(n);
-    run = fn === 'copy' ? () => c.set(b) : fn === 'add3' ? () => add3F32(c, a, b)
-      : fn === 'alloc' ? () => { c = new T(n); c.fill(1); } : () => fn(a, b);
+    a = new T(n);
+    b = new T(n);
+    c = new T(n);
+    run =
+      fn === 'copy'
+        ? () => c.set(b)
+        : fn === 'add3'
+          ? () => add3F32(c, a, b)
+          : fn === 'alloc'
+            ? () => {
+                c = new T(n);
+                c.fill(1);
+              }
+            : () => fn(a, b);
   }
   for (let i = 0; i < n; i++) b[i] = isBig ? BigInt(i & 15) : i & 15;
   for (let w = 0; w < 3; w++) run(); // warmup (JIT tier-up)
@@ -217,13 +312,18 @@ async function loops(REPS, add) {
       await waitQuiet();
       const out = [];
       for (let r = 0; r < REPS; r++) {
-        out.push(await new Promise((resolve, reject) => {
-          const ch = spawn(process.execPath, [SELF, '--role=loop', key, String(bytes)],
-            { stdio: ['ignore', 'pipe', 'inherit'] });
-          let txt = '';
-          ch.stdout.on('data', (d) => (txt += d));
-          ch.on('exit', (code) => (code === 0 ? resolve(median(JSON.parse(txt))) : reject(new Error(`loop ${key} exit ${code}`))));
-        }));
+        out.push(
+          await new Promise((resolve, reject) => {
+            const ch = spawn(process.execPath, [SELF, '--role=loop', key, String(bytes)], {
+              stdio: ['ignore', 'pipe', 'inherit'],
+            });
+            let txt = '';
+            ch.stdout.on('data', (d) => (txt += d));
+            ch.on('exit', (code) =>
+              code === 0 ? resolve(median(JSON.parse(txt))) : reject(new Error(`loop ${key} exit ${code}`)),
+            );
+          }),
+        );
       }
       add('loops', `${LOOP_CASES[key][0]}, ${label}`, 'GB/s', out);
     }
@@ -233,15 +333,19 @@ async function loops(REPS, add) {
 // ------------------------------------------------------------------ (b) net throughput
 async function netThroughput(REPS, add) {
   console.error('(b) net loopback throughput (1 GiB per run, 64 MiB writes)');
-  const CHUNK = 64 * MiB, TOTAL = 16 * CHUNK;
+  const CHUNK = 64 * MiB,
+    TOTAL = 16 * CHUNK;
   const dst = new Float32Array(CHUNK / 4);
   dst.fill(1); // touch pages
   const dstU8 = new Uint8Array(dst.buffer);
   for (const transport of ['tcp', 'unix']) {
     for (const mode of ['count', 'copy']) {
-      const gbps = [], copyGbps = [], chunkKiB = [];
+      const gbps = [],
+        copyGbps = [],
+        chunkKiB = [];
       await waitQuiet();
-      for (let r = 0; r < REPS + 1; r++) { // first run = warmup, discarded
+      for (let r = 0; r < REPS + 1; r++) {
+        // first run = warmup, discarded
         const res = await oneTransfer(transport, mode, TOTAL, CHUNK, dstU8);
         if (r === 0) continue;
         gbps.push(TOTAL / res.secs / 1e9);
@@ -249,8 +353,9 @@ async function netThroughput(REPS, add) {
         chunkKiB.push(TOTAL / res.chunks / 1024);
       }
       const tn = transport === 'tcp' ? 'TCP 127.0.0.1' : 'Unix socket';
-      add('net', `${tn}, receiver ${mode === 'count' ? 'only counts chunks' : 'copies chunks into Float32Array'}`, 'GB/s', gbps,
-        { meanChunkKiB: median(chunkKiB) });
+      add('net', `${tn}, receiver ${mode === 'count' ? 'only counts chunks' : 'copies chunks into Float32Array'}`, 'GB/s', gbps, {
+        meanChunkKiB: median(chunkKiB),
+      });
       if (mode === 'copy') {
         add('net', `${tn}, the copy alone (Uint8Array.set of received chunks)`, 'GB/s', copyGbps);
         add('net', `${tn}, mean received chunk size`, 'KiB', chunkKiB);
@@ -262,8 +367,15 @@ async function netThroughput(REPS, add) {
 function oneTransfer(transport, mode, total, chunk, dstU8) {
   return new Promise((resolve, reject) => {
     const addr = transport === 'tcp' ? null : `/tmp/node-floor-${process.pid}.sock`;
-    if (addr) try { fs.unlinkSync(addr); } catch {}
-    let got = 0, chunks = 0, t0 = 0, copySecs = 0, off = 0;
+    if (addr)
+      try {
+        fs.unlinkSync(addr);
+      } catch {}
+    let got = 0,
+      chunks = 0,
+      t0 = 0,
+      copySecs = 0,
+      off = 0;
     const cap = dstU8.length;
     const srv = net.createServer((s) => {
       s.on('data', (d) => {
@@ -273,16 +385,19 @@ function oneTransfer(transport, mode, total, chunk, dstU8) {
         if (mode === 'copy') {
           const c0 = now();
           let p = 0;
-          while (p < d.length) { // wrap around the 64 MiB destination
+          while (p < d.length) {
+            // wrap around the 64 MiB destination
             const k = Math.min(d.length - p, cap - off);
             dstU8.set(p === 0 && k === d.length ? d : d.subarray(p, p + k), off);
-            off = (off + k) % cap; p += k;
+            off = (off + k) % cap;
+            p += k;
           }
           copySecs += now() - c0;
         }
         if (got >= total) {
           const secs = now() - t0;
-          s.destroy(); srv.close();
+          s.destroy();
+          srv.close();
           resolve({ secs, copySecs, chunks });
         }
       });
@@ -293,7 +408,8 @@ function oneTransfer(transport, mode, total, chunk, dstU8) {
       const child = spawn(process.execPath, [SELF, '--role=sender', a, String(total), String(chunk)], { stdio: 'inherit' });
       child.on('error', reject);
     };
-    if (addr) srv.listen(addr, go); else srv.listen(0, '127.0.0.1', go);
+    if (addr) srv.listen(addr, go);
+    else srv.listen(0, '127.0.0.1', go);
   });
 }
 
@@ -305,15 +421,19 @@ async function workers(REPS, add) {
     await waitQuiet();
     const w = new Worker(SELF, { workerData: { mode: 'post' } });
     await new Promise((r) => w.once('online', r));
-    const rt = (n) => new Promise((resolve) => {
-      let i = 0;
-      const t0 = now();
-      const on = () => {
-        if (++i === n) { w.off('message', on); resolve((now() - t0) / n); } else w.postMessage(i);
-      };
-      w.on('message', on);
-      w.postMessage(0);
-    });
+    const rt = (n) =>
+      new Promise((resolve) => {
+        let i = 0;
+        const t0 = now();
+        const on = () => {
+          if (++i === n) {
+            w.off('message', on);
+            resolve((now() - t0) / n);
+          } else w.postMessage(i);
+        };
+        w.on('message', on);
+        w.postMessage(0);
+      });
     await rt(2000); // warmup
     const v = [];
     for (let r = 0; r < REPS; r++) v.push((await rt(20000)) * 1e6);
@@ -329,7 +449,8 @@ async function workers(REPS, add) {
       // each round trip cost a whole time slice on a busy 2-core box)
       const N = 200000;
       const sab = new SharedArrayBuffer(8);
-      const ping = new Int32Array(sab, 0, 1), pong = new Int32Array(sab, 4, 1);
+      const ping = new Int32Array(sab, 0, 1),
+        pong = new Int32Array(sab, 4, 1);
       const w = new Worker(SELF, { workerData: { mode, sab, n: N } });
       await new Promise((res) => w.once('online', res));
       const t0 = now();
@@ -346,14 +467,22 @@ async function workers(REPS, add) {
         if ((seq & 1023) === 0 && now() - t0 > 1) break;
       }
       const dt = (now() - t0) / done;
-      if (done < N) { Atomics.store(ping, 0, -1); Atomics.notify(ping, 0); } // tell worker to stop
+      if (done < N) {
+        Atomics.store(ping, 0, -1);
+        Atomics.notify(ping, 0);
+      } // tell worker to stop
       await new Promise((res) => w.once('message', res));
       await w.terminate();
       if (r > 0) v.push(dt * 1e6); // first run = warmup
     }
-    add('workers', mode === 'wait'
-      ? 'SharedArrayBuffer + Atomics.wait/notify ping-pong round trip'
-      : 'SharedArrayBuffer spin (Atomics.load busy-wait) ping-pong round trip', 'µs', v);
+    add(
+      'workers',
+      mode === 'wait'
+        ? 'SharedArrayBuffer + Atomics.wait/notify ping-pong round trip'
+        : 'SharedArrayBuffer spin (Atomics.load busy-wait) ping-pong round trip',
+      'µs',
+      v,
+    );
   }
 }
 
@@ -365,32 +494,45 @@ async function pingpong(REPS, add) {
     const child = spawn(process.execPath, [SELF, '--role=echo', addrArg], { stdio: ['pipe', 'pipe', 'inherit'] });
     const addr = await new Promise((res) => child.stdout.once('data', (d) => res(d.toString().trim())));
     const sock = await new Promise((res) => {
-      const s = transport === 'tcp' ? net.connect({ host: '127.0.0.1', port: Number(addr) }, () => res(s))
-        : net.connect({ path: addr }, () => res(s));
+      const s =
+        transport === 'tcp'
+          ? net.connect({ host: '127.0.0.1', port: Number(addr) }, () => res(s))
+          : net.connect({ path: addr }, () => res(s));
     });
     sock.setNoDelay(true);
     await waitQuiet();
     const msg = Buffer.alloc(8, 1);
-    const rounds = (n) => new Promise((resolve) => {
-      let i = 0, have = 0;
-      const t0 = now();
-      const on = (d) => {
-        have += d.length;
-        while (have >= 8) {
-          have -= 8;
-          if (++i === n) { sock.off('data', on); resolve((now() - t0) / n); return; }
-          sock.write(msg);
-        }
-      };
-      sock.on('data', on);
-      sock.write(msg);
-    });
+    const rounds = (n) =>
+      new Promise((resolve) => {
+        let i = 0,
+          have = 0;
+        const t0 = now();
+        const on = (d) => {
+          have += d.length;
+          while (have >= 8) {
+            have -= 8;
+            if (++i === n) {
+              sock.off('data', on);
+              resolve((now() - t0) / n);
+              return;
+            }
+            sock.write(msg);
+          }
+        };
+        sock.on('data', on);
+        sock.write(msg);
+      });
     await rounds(2000); // warmup
     const v = [];
     for (let r = 0; r < REPS; r++) v.push((await rounds(20000)) * 1e6);
     const tn = transport === 'tcp' ? 'TCP 127.0.0.1' : 'Unix socket';
     add('latency', `${tn} 8 B ping-pong round trip`, 'µs', v);
-    add('latency', `${tn} 8 B one-way (round trip / 2, OSU-style)`, 'µs', v.map((x) => x / 2));
+    add(
+      'latency',
+      `${tn} 8 B one-way (round trip / 2, OSU-style)`,
+      'µs',
+      v.map((x) => x / 2),
+    );
     sock.destroy();
     child.stdin.end();
     await new Promise((res) => child.once('exit', res));
@@ -416,7 +558,10 @@ if (isMainThread && argv[0] === '--role=sender') {
     };
     pump();
   });
-  sock.on('error', (e) => { console.error('sender', e); process.exit(1); });
+  sock.on('error', (e) => {
+    console.error('sender', e);
+    process.exit(1);
+  });
 } else if (isMainThread && argv[0] === '--role=loop') {
   const v = await loopCase(argv[1], Number(argv[2]));
   process.stdout.write(JSON.stringify(v));
@@ -430,7 +575,12 @@ if (isMainThread && argv[0] === '--role=sender') {
   });
   const cb = () => process.stdout.write(String(addr === 'tcp' ? srv.address().port : addr) + '\n');
   if (addr === 'tcp') srv.listen(0, '127.0.0.1', cb);
-  else { try { fs.unlinkSync(addr); } catch {} srv.listen(addr, cb); }
+  else {
+    try {
+      fs.unlinkSync(addr);
+    } catch {}
+    srv.listen(addr, cb);
+  }
   process.stdin.on('end', () => process.exit(0));
   process.stdin.resume();
 } else if (!isMainThread) {
@@ -439,7 +589,8 @@ if (isMainThread && argv[0] === '--role=sender') {
   if (mode === 'post') {
     parentPort.on('message', (m) => parentPort.postMessage(m));
   } else {
-    const ping = new Int32Array(sab, 0, 1), pong = new Int32Array(sab, 4, 1);
+    const ping = new Int32Array(sab, 0, 1),
+      pong = new Int32Array(sab, 4, 1);
     for (let seq = 1; seq <= n; seq++) {
       let x;
       if (mode === 'wait') {

@@ -18,6 +18,7 @@ import { fromErrorRecord, RingReduceError, ShutdownError, TimeoutError } from '.
 import type { TypedArray } from '../core/types.js';
 import type { Request } from '../engine/messages.js';
 import type { PeerRequest } from '../engine/point_to_point.js';
+import { createStatsBuffer } from '../engine/stats.js';
 import {
   type FromEngine,
   kSignalBurst,
@@ -27,7 +28,6 @@ import {
   type WorkerInit,
 } from '../engine/worker_protocol.js';
 import { dashboardTarget } from '../observability/dashboard_target.js';
-import { createStatsBuffer } from '../observability/stats.js';
 import type { BackendName } from '../transport/backends.js';
 import { waitForChange } from './spin_wait.js';
 
@@ -64,7 +64,7 @@ export interface EngineLink {
   shutdown(): Promise<void>;
   /** The backend the engine connected with (unset for engines of tests, in this thread). */
   readonly backend?: BackendName;
-  /** The engine's counters, for rr.stats() (observability/stats.ts). */
+  /** The engine's counters, for rr.stats() (engine/stats.ts). */
   readonly statsBuffer?: SharedArrayBuffer;
 }
 

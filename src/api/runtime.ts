@@ -11,7 +11,7 @@ import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
 import type { CollectiveOp, Request } from '../engine/messages.js';
 import { unnamedName } from '../engine/ops/registry.js';
-import { type RankStats, readStats } from '../observability/stats.js';
+import { type RankStats, readStats } from '../engine/stats.js';
 import type { BackendName } from '../transport/backends.js';
 import type { CallContext, Prepared, Result } from './call.js';
 import { ElasticWorker } from './elastic_worker.js';
@@ -39,7 +39,7 @@ import { prepareScatter, type ScatterOptions } from './ops/scatter.js';
 import { ProcessSet, parseProcessSet, parseSetRanks } from './process_set.js';
 import { type ParsedTensor, parseName } from './tensor_args.js';
 
-export type { OpStats, RankStats, StatOp } from '../observability/stats.js';
+export type { OpStats, RankStats, StatOp } from '../engine/stats.js';
 export type { Result } from './call.js';
 export type { AllgatherOptions } from './ops/allgather.js';
 export type { AllreduceOptions } from './ops/allreduce.js';
@@ -197,7 +197,7 @@ export class RingReduce {
    * This rank's counters since init (or an elastic job's last re-form): collectives completed and
    * failed, by operation, with their bytes; bytes sent and received; time in negotiation and in
    * execution; fusion ratio; response cache hits; what is pending. Read synchronously from memory
-   * the engine thread updates (observability/stats.ts): cheap enough to call every step.
+   * the engine thread updates (engine/stats.ts): cheap enough to call every step.
    * @example const s = rr.stats(); console.log(s.byOp.allreduce.completed, s.sentBytes, s.pending);
    */
   stats(): RankStats {

@@ -13,7 +13,7 @@
  * each round, which cached names some ranks have ready and others not (`watchCached`): those
  * stall and time out exactly like the others.
  */
-import type { Logger } from '../observability/logger.js';
+import type { Logger } from '../core/logger.js';
 import { type StalledName, StallInspector, type WaitingName } from '../observability/stall_inspector.js';
 import { GroupGate } from './groups.js';
 import { JoinState } from './join_state.js';

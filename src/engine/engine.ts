@@ -23,20 +23,20 @@ import {
   ShutdownError,
   toErrorRecord,
 } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
-import { CountingTransport } from '../observability/counting_transport.js';
-import type { Logger } from '../observability/logger.js';
-import { StatsWriter } from '../observability/stats.js';
 import { Timeline, timelinePathFor } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
 import type { BurstGate } from './burst_gate.js';
 import { decodeControl, encodeControl } from './codec.js';
+import { CountingTransport } from './counting_transport.js';
 import type { ControlMessage, Request } from './messages.js';
 import type { Membership } from './ops/op_spec.js';
 import type { PeerRequest } from './peer_request.js';
 import { isPeerRequest, PointToPoint } from './point_to_point.js';
 import { SetEngine, type SetMessage } from './set_engine.js';
 import { SetTransport } from './set_transport.js';
+import { StatsWriter } from './stats.js';
 import type { Entry } from './tensor_queue.js';
 import type { FromEngine } from './worker_protocol.js';
 
@@ -74,7 +74,7 @@ export class Engine {
   private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true });
   /** Calls submitted and not yet settled, by id; while any are, the transport watches the peers. */
   private readonly unsettled = new Map<number, Unsettled>();
-  /** rr.stats(): the counters this engine writes (observability/stats.ts). */
+  /** rr.stats(): the counters this engine writes (stats.ts). */
   readonly stats: StatsWriter;
   private leaving = false;
 

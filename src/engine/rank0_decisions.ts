@@ -9,7 +9,7 @@
  * 0's contribution to it travels behind the batch on the same ordered link), so every rank runs
  * the batch between the same two rounds.
  */
-import type { Logger } from '../observability/logger.js';
+import type { Logger } from '../core/logger.js';
 import { Coordinator } from './coordinator.js';
 import { planFusion } from './fusion.js';
 import type { ControlMessage, Request, Response, WireResponse } from './messages.js';

@@ -15,8 +15,7 @@
  */
 import type { Config } from '../core/config.js';
 import { fromErrorRecord, PeerFailureError, ShutdownError, toErrorRecord } from '../core/errors.js';
-import type { Logger } from '../observability/logger.js';
-import type { StatsWriter } from '../observability/stats.js';
+import type { Logger } from '../core/logger.js';
 import type { Timeline } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
 import type { BurstGate } from './burst_gate.js';
@@ -27,6 +26,7 @@ import { specOf } from './ops/registry.js';
 import { type Decision, Rank0Decisions } from './rank0_decisions.js';
 import { ReadyPath } from './ready_path.js';
 import { ResponseCache } from './response_cache.js';
+import type { StatsWriter } from './stats.js';
 import { type Entry, TensorQueue } from './tensor_queue.js';
 import type { FromEngine } from './worker_protocol.js';
 
@@ -44,7 +44,7 @@ export interface SetEngineSettings {
   config: Config;
   kernels: ExecutorSettings['kernels'];
   timeline: Timeline | undefined;
-  /** rr.stats()'s counters (observability/stats.ts); unset: not counted. */
+  /** rr.stats()'s counters (stats.ts); unset: not counted. */
   stats?: StatsWriter;
 }
 

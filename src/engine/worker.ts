@@ -7,14 +7,14 @@ import { resolve } from 'node:path';
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { joinedBecause } from '../core/config.js';
 import { TimeoutError, toErrorRecord } from '../core/errors.js';
-import { DashboardReporter } from '../observability/dashboard_reporter.js';
-import { Logger } from '../observability/logger.js';
-import { readStats, StatsWriter } from '../observability/stats.js';
+import { Logger } from '../core/logger.js';
 import { timelinePathFor } from '../observability/timeline.js';
 import type { TransportHandle } from '../transport/backend.js';
 import { type BackendName, chooseBackend, kBackends } from '../transport/backends.js';
 import { BurstGate } from './burst_gate.js';
+import { DashboardReporter } from './dashboard_reporter.js';
 import { Engine } from './engine.js';
+import { readStats, StatsWriter } from './stats.js';
 import { type FromEngine, kSignalBurst, kSignalCompletions, type ToEngine, type WorkerInit } from './worker_protocol.js';
 
 const { config, port, signal, stats, dashboard } = workerData as WorkerInit;

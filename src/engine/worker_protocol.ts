@@ -22,9 +22,9 @@ export interface WorkerInit {
    * synchronous burst of calls (engine/burst_gate.ts).
    */
   signal: Int32Array;
-  /** rr.stats()'s counters: the engine writes them, the caller's thread reads them (observability/stats.ts). */
+  /** rr.stats()'s counters: the engine writes them, the caller's thread reads them (stats.ts). */
   stats?: SharedArrayBuffer;
-  /** Where this rank reports to ringrun's dashboard (observability/dashboard_reporter.ts); unset: nowhere. */
+  /** Where this rank reports to ringrun's dashboard (engine/dashboard_reporter.ts); unset: nowhere. */
   dashboard?: DashboardTarget;
 }
 

@@ -12,7 +12,7 @@
  * This is Horovod's stall inspector (its check and shutdown times), reduced to the one place
  * that knows who submitted what.
  */
-import type { Logger } from './logger.js';
+import type { Logger } from '../core/logger.js';
 
 /** One tensor name the coordinator is waiting on: when it was first submitted, and by whom. */
 export interface WaitingName {

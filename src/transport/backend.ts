@@ -8,7 +8,7 @@
  * `memoryBackend(world)` (memory/memory_transport.ts), which cannot be chosen by configuration.
  */
 import type { Config } from '../core/config.js';
-import type { Logger } from '../observability/logger.js';
+import type { Logger } from '../core/logger.js';
 import type { Transport } from './transport.js';
 
 /** A connected transport, and the close that also releases what the backend set up around it. */

@@ -11,7 +11,7 @@
  * memory world can hand them out (memoryBackend(world)).
  */
 import type { Config } from '../core/config.js';
-import type { Logger } from '../observability/logger.js';
+import type { Logger } from '../core/logger.js';
 import type { BackendFactory } from './backend.js';
 import { soloBackend } from './solo_transport.js';
 import { tcpBackend } from './tcp/index.js';

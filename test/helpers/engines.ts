@@ -3,13 +3,13 @@
  * (execution counts, control traffic): each rank's completions are collected per request id.
  */
 import { type InitOptions, resolveConfig } from '../../src/core/config.js';
+import { Logger } from '../../src/core/logger.js';
 import type { TypedArray } from '../../src/core/types.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { Request } from '../../src/engine/messages.js';
 import type { AllreduceRequest } from '../../src/engine/ops/registry.js';
 import type { PeerRequest } from '../../src/engine/point_to_point.js';
 import type { FromEngine } from '../../src/engine/worker_protocol.js';
-import { Logger } from '../../src/observability/logger.js';
 import { createMemoryWorld, type MemoryTransport } from '../../src/transport/memory/memory_transport.js';
 
 export interface TestRank {

@@ -12,9 +12,9 @@ import type { Call, Completion, EngineLink } from '../../src/api/engine_client.j
 import { RingReduce } from '../../src/api/runtime.js';
 import { type Config, type InitOptions, resolveConfig } from '../../src/core/config.js';
 import { fromErrorRecord, RingReduceError } from '../../src/core/errors.js';
+import { Logger } from '../../src/core/logger.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { FromEngine } from '../../src/engine/worker_protocol.js';
-import { Logger } from '../../src/observability/logger.js';
 import { createMemoryWorld, type MemoryWorld, type MemoryWorldOptions } from '../../src/transport/memory/memory_transport.js';
 import type { Transport } from '../../src/transport/transport.js';
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { Logger } from '../../src/core/logger.js';
 import { Coordinator } from '../../src/engine/coordinator.js';
 import type { Request, Response } from '../../src/engine/messages.js';
-import { Logger } from '../../src/observability/logger.js';
 
 const req = (name: string, dtype: Request['dtype'] = 'float32'): Request => ({
   name,

@@ -5,9 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { RankReport } from '../../src/engine/dashboard_reporter.js';
+import { createStatsBuffer, readStats } from '../../src/engine/stats.js';
 import { DashboardModel, kStalledAfterMs } from '../../src/launcher/dashboard/model.js';
-import type { RankReport } from '../../src/observability/dashboard_reporter.js';
-import { createStatsBuffer, readStats } from '../../src/observability/stats.js';
 
 function statsWith(values: Partial<ReturnType<typeof readStats>>): ReturnType<typeof readStats> {
   return { ...readStats(createStatsBuffer()), ...values };

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Logger } from '../../src/observability/logger.js';
+import { Logger } from '../../src/core/logger.js';
 import { type StalledName, StallInspector, type WaitingName, warningMessage } from '../../src/observability/stall_inspector.js';
 
 function setup(warningMs: number, timeoutMs: number) {

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { type InitOptions, resolveConfig } from '../../src/core/config.js';
 import { InvalidArgumentError } from '../../src/core/errors.js';
-import { Logger } from '../../src/observability/logger.js';
+import { Logger } from '../../src/core/logger.js';
 import type { BackendFactory, TransportHandle } from '../../src/transport/backend.js';
 import { chooseBackend, kBackends } from '../../src/transport/backends.js';
 import { createMemoryWorld, type MemoryWorldOptions, memoryBackend } from '../../src/transport/memory/memory_transport.js';

@@ -14,7 +14,7 @@
  */
 import type { Config } from '../../core/config.js';
 import { InvalidArgumentError, RingReduceError } from '../../core/errors.js';
-import { Logger } from '../../observability/logger.js';
+import { Logger } from '../../core/logger.js';
 import type { BackendFactory, TransportHandle } from '../backend.js';
 import { loadMpiBinding, tryLoadMpiBinding } from './loader.js';
 import { MpiTransport } from './mpi_transport.js';

@@ -1,8 +1,8 @@
 /** A leveled logger that writes one line per event to stderr, prefixed with the rank. */
 
-import { type LogLevel, levelRank } from '../core/log_levels.js';
+import { type LogLevel, levelRank } from './log_levels.js';
 
-export type { LogLevel } from '../core/log_levels.js';
+export type { LogLevel } from './log_levels.js';
 
 export class Logger {
   private readonly threshold: number;

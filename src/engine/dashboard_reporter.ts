@@ -13,9 +13,9 @@
 import { Agent, request } from 'node:http';
 import { hostname } from 'node:os';
 import { BroadcastChannel } from 'node:worker_threads';
-import type { DashboardTarget } from './dashboard_target.js';
+import type { DashboardTarget } from '../observability/dashboard_target.js';
+import { kTrainingChannel, type TrainingMetrics } from '../observability/training_metrics.js';
 import type { RankStats } from './stats.js';
-import { kTrainingChannel, type TrainingMetrics } from './training_metrics.js';
 
 export const kReportIntervalMs = 1000;
 const kTimeoutMs = 2000;
