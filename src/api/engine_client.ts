@@ -166,7 +166,11 @@ export class EngineClient implements EngineLink {
   ) {
     port.on('message', (messages: FromEngine[]) => this.dispatchAll(messages));
     worker.on('error', (error) => this.die(new RingReduceError(`the ringreduce engine thread crashed: ${error.message}`)));
-    worker.on('exit', (code) => this.die(new ShutdownError(`the ringreduce engine thread exited (code ${code})`)));
+    worker.on('exit', (code) => {
+      // 'exit' can overtake the port's last messages (an init failure, 'closed'): read them first.
+      this.drain();
+      this.die(new ShutdownError(`the ringreduce engine thread exited (code ${code})`));
+    });
   }
 
   /** The backend the engine connected with, once started. */
