@@ -22,6 +22,7 @@
  */
 import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../core/errors.js';
 import { type BackendFactory, handleOf } from '../backend.js';
+import { BrokenLinks } from '../broken_links.js';
 import { type ControlHandler, invalidPeerOrTag, type PeerFailureHandler, type Transport } from '../transport.js';
 
 export interface MemoryWorldOptions {
@@ -112,7 +113,7 @@ class Fabric {
   readonly ioTimeoutMs: number;
   readonly rendezvous: boolean;
   private readonly links: Link[];
-  private readonly broken: Uint8Array;
+  readonly broken: BrokenLinks;
   private readonly microtask: boolean;
   private readonly maxHops: number;
   private seed: number;
@@ -132,12 +133,8 @@ class Fabric {
     this.maxHops = jitter ? (jitter.maxHops ?? 3) : 0;
     this.seed = jitter ? jitter.seed >>> 0 : 0;
     this.links = Array.from({ length: size * size }, () => ({ queue: [], scheduled: false }));
-    this.broken = new Uint8Array(size * size);
+    this.broken = new BrokenLinks(size);
     for (let rank = 0; rank < size; rank++) this.transports.push(new MemoryTransport(rank, this));
-  }
-
-  isBroken(a: number, b: number): boolean {
-    return this.broken[a * this.size + b] === 1;
   }
 
   enqueue(envelope: Envelope): void {
@@ -147,15 +144,7 @@ class Fabric {
   }
 
   breakLink(a: number, b: number): void {
-    for (const rank of [a, b]) {
-      if (!Number.isSafeInteger(rank) || rank < 0 || rank >= this.size) {
-        throw new InvalidArgumentError(`rank must be in [0, ${this.size}), got ${rank}`);
-      }
-    }
-    if (a === b) throw new InvalidArgumentError(`a link joins two different ranks, got ${a} twice`);
-    if (this.isBroken(a, b)) return;
-    this.broken[a * this.size + b] = 1;
-    this.broken[b * this.size + a] = 1;
+    if (!this.broken.break(a, b)) return;
     (this.transports[a] as MemoryTransport).linkBroke(b);
     (this.transports[b] as MemoryTransport).linkBroke(a);
   }
@@ -357,10 +346,7 @@ export class MemoryTransport implements Transport {
     if (this.closed) return new ShutdownError(this.closeReason);
     const invalid = invalidPeerOrTag(this.rank, this.size, peer, tag);
     if (invalid) return invalid;
-    if (this.fabric.isBroken(this.rank, peer)) {
-      return new PeerFailureError(`rank ${this.rank}: link to rank ${peer} is broken`, peer);
-    }
-    return undefined;
+    return this.fabric.broken.refusal(this.rank, peer);
   }
 
   private channel(peer: number, tag: number): Channel {

@@ -32,6 +32,7 @@
  * timers or I/O while a collective is in flight.
  */
 import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../core/errors.js';
+import { BrokenLinks } from '../broken_links.js';
 import { type ControlHandler, invalidPeerOrTag, type PeerFailureHandler, type Transport } from '../transport.js';
 import { type Timed, VirtualClock } from './clock.js';
 import { createNetworkModel, type NetworkModel, type NetworkParams } from './network_model.js';
@@ -137,7 +138,7 @@ class SimFabric {
   readonly sendFree: Float64Array;
   readonly recvFree: Float64Array;
   readonly cpuFree: Float64Array;
-  private readonly broken: Uint8Array;
+  readonly broken: BrokenLinks;
 
   constructor(
     readonly size: number,
@@ -153,19 +154,13 @@ class SimFabric {
     this.sendFree = new Float64Array(size);
     this.recvFree = new Float64Array(size);
     this.cpuFree = new Float64Array(size);
-    this.broken = new Uint8Array(size * size);
+    this.broken = new BrokenLinks(size);
     for (let rank = 0; rank < size; rank++) this.transports.push(new SimTransport(rank, this));
     this.clock.onIdle = () => this.expire();
   }
 
-  isBroken(a: number, b: number): boolean {
-    return this.broken[a * this.size + b] === 1;
-  }
-
   breakLink(a: number, b: number): void {
-    if (this.isBroken(a, b)) return;
-    this.broken[a * this.size + b] = 1;
-    this.broken[b * this.size + a] = 1;
+    if (!this.broken.break(a, b)) return;
     (this.transports[a] as SimTransport).linkBroke(b);
     (this.transports[b] as SimTransport).linkBroke(a);
   }
@@ -301,7 +296,7 @@ export class SimTransport implements Transport {
 
   /** @internal The last byte of `message` is in this rank's memory. */
   deliver(message: Message): void {
-    if (this.closed || this.fabric.isBroken(message.src, this.rank)) return;
+    if (this.closed || this.fabric.broken.has(message.src, this.rank)) return;
     message.delivered = true;
     if (message.control) {
       if (this.controlHandler) this.controlHandler(message.src, message.data);
@@ -403,9 +398,7 @@ export class SimTransport implements Transport {
     if (this.closed) return new ShutdownError(this.closeReason);
     const invalid = invalidPeerOrTag(this.rank, this.size, peer, tag);
     if (invalid) return invalid;
-    if (this.fabric.isBroken(this.rank, peer))
-      return new PeerFailureError(`rank ${this.rank}: link to rank ${peer} is broken`, peer);
-    return undefined;
+    return this.fabric.broken.refusal(this.rank, peer);
   }
 
   /** @internal */
