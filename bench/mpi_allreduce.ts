@@ -1,6 +1,6 @@
 /**
  * Allreduce through ringreduce's MPI backend next to a plain C MPI_Allreduce
- * (../shared/bench/mpi_coll_bench.c), side by side in the same run, 2 ranks, float32 sum.
+ * (bench/peers/mpi_coll_bench.c), side by side in the same run, 2 ranks, float32 sum.
  *
  *   node dist/bench/mpi_allreduce.js [--sizes 1M,4M,16M,64M] [--reps 3] [--np 2] [--c-source PATH]
  *
@@ -209,7 +209,7 @@ async function driverMain(): Promise<void> {
   const sizes = option('sizes', '1M,4M,16M,64M').split(',').map(parseSize);
   const reps = Number(option('reps', '3'));
   const np = Number(option('np', '2'));
-  const source = option('c-source', join(kRoot, '..', 'shared', 'bench', 'mpi_coll_bench.c'));
+  const source = option('c-source', join(kRoot, 'bench', 'peers', 'mpi_coll_bench.c'));
   if (!existsSync(source)) throw new Error(`the C benchmark ${source} is missing (pass --c-source PATH)`);
   const cBinary = join(mkdtempSync(join(tmpdir(), 'ringreduce-mpi-bench-')), 'mpi_coll_bench');
   execFileSync('mpicc', ['-O2', '-o', cBinary, source]);

@@ -6,7 +6,9 @@ export { ProcessSet } from './api/process_set.js';
 export { RingReduce } from './api/runtime.js';
 export type { Config, InitOptions } from './core/config.js';
 export {
+  type ErrorCode,
   InvalidArgumentError,
+  kErrorCodes,
   MismatchError,
   PeerFailureError,
   ProtocolError,

@@ -118,6 +118,11 @@ describe('error codes', () => {
     assert.equal(fromErrorRecord(toErrorRecord(new PeerFailureError('gone', 3))).code, 'ERR_RR_PEER_FAILURE');
   });
 
+  it('the package exports the table of codes, so callers compare against it rather than literals', () => {
+    assert.deepEqual(rr.kErrorCodes, kErrorCodes);
+    assert.equal(rr.kErrorCodes.MismatchError, new rr.MismatchError('x').code);
+  });
+
   it("an error from the engine's thread arrives with its code", async () => {
     // A port nothing listens on: rank 1 never reaches the store and times out in the engine.
     const server = createServer();
