@@ -19,8 +19,8 @@ const kRoot = 0;
 /** The idle probe waits this long first (the collector's after-work), then measures one second. */
 const kIdleSettleMs = 2000;
 const kIdleProbeMs = 1000;
-/** Ops with an `out` option (reduce and gather: the root's); alltoall and scatter always allocate. */
-const kOutOps: readonly BenchOp[] = ['allreduce', 'allgather', 'broadcast', 'reducescatter', 'reduce', 'gather'];
+/** Ops with an `out` option (reduce and gather: the root's); scatter always allocates. */
+const kOutOps: readonly BenchOp[] = ['allreduce', 'allgather', 'broadcast', 'reducescatter', 'alltoall', 'reduce', 'gather'];
 /** Ops that --in-place runs with the tensor as its own `out` (reduce: on the root). */
 const kInPlaceOps: readonly BenchOp[] = ['allreduce', 'broadcast', 'reduce', 'reducescatter'];
 
@@ -62,8 +62,10 @@ async function runOne(
       const o = out ? { name, out, ...scope } : { name, ...scope };
       return sync ? rr.reducescatterSync(t, o) : rr.reducescatter(t, o);
     }
-    case 'alltoall':
-      return (sync ? rr.alltoallSync(t, { name, ...scope }) : await rr.alltoall(t, { name, ...scope })).output;
+    case 'alltoall': {
+      const o = out ? { name, out, ...scope } : { name, ...scope };
+      return (sync ? rr.alltoallSync(t, o) : await rr.alltoall(t, o)).output;
+    }
     case 'reduce': {
       const o = out ? { name, root, out, ...scope } : { name, root, ...scope };
       return sync ? rr.reduceSync(t, o) : rr.reduce(t, o);

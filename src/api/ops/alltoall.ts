@@ -1,11 +1,11 @@
 /** alltoall on the caller's side: options, the input copy, and the rows received. */
 import { InvalidArgumentError } from '../../core/errors.js';
-import type { TensorLike } from '../../core/types.js';
+import type { TensorLike, TypedArray } from '../../core/types.js';
 import type { AlltoallRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, type Result, resultLike } from '../call.js';
 import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
-import { checkOptions, firstDimension, parseName, parseSplits, parseTensor } from '../tensor_args.js';
+import { checkOptions, firstDimension, parseGatherOut, parseName, parseSplits, parseTensor } from '../tensor_args.js';
 
 export interface AlltoallOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
@@ -16,6 +16,12 @@ export interface AlltoallOptions {
    * dimension. Default: an even split, which needs the first dimension to be a multiple of size.
    */
   splits?: readonly number[];
+  /**
+   * Write the rows received here instead of into fresh memory (SharedArrayBuffer-backed, the
+   * tensor's dtype, exactly as long as what this rank receives: the rows every rank sends it
+   * times the elements per row). A wrong length fails on every rank with InvalidArgumentError.
+   */
+  out?: TypedArray;
 }
 
 /** What alltoall resolves to. */
@@ -27,7 +33,7 @@ export interface AlltoallResult<T extends TensorLike> {
 }
 
 export function prepareAlltoall(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'splits', 'processSet']);
+  const o = checkOptions(options, ['name', 'splits', 'out', 'processSet']);
   const t = parseTensor(tensor);
   const rows = firstDimension(t, 'alltoall');
   const splits = parseSplits(o.splits, rows, ctx.size, () => {
@@ -38,6 +44,7 @@ export function prepareAlltoall(ctx: CallContext, tensor: unknown, options: unkn
     }
     return new Array<number>(ctx.size).fill(rows / ctx.size);
   });
+  const out = parseGatherOut(o.out, t);
   const request: AlltoallRequest = {
     name: ctx.nameFor('alltoall', parseName(o.name)),
     op: 'alltoall',
@@ -45,14 +52,17 @@ export function prepareAlltoall(ctx: CallContext, tensor: unknown, options: unkn
     shape: t.shape,
     splits,
   };
+  if (out) request.outLength = out.length;
   const { buffer, staging } = copyToStaging(ctx, t);
-  return {
+  const prepared: Prepared = {
     request,
     buffer,
     staging,
     finish: (completion) => ({
-      output: resultLike(t, completion.output ?? buffer, completion.shape ?? t.shape),
+      output: resultLike(t, completion.output ?? out ?? buffer, completion.shape ?? t.shape),
       receivedSplits: completion.counts ?? [],
     }),
   };
+  if (out) prepared.output = out;
+  return prepared;
 }

@@ -1,14 +1,14 @@
 /**
  * Alltoall: rank i sends splits_i[j] rows (first dimension) to rank j and receives, in rank
  * order, the rows every rank sends it. Uneven and zero-row splits (a rank that sends nothing, a
- * rank that receives nothing), the default even split, the kind of the result, mismatches,
- * argument errors, the Sync twin.
+ * rank that receives nothing), the default even split, the kind of the result, option 'out'
+ * (even ranks), mismatches (a wrong 'out' among them), argument errors, the Sync twin.
  *
  * Large: one case of 2^20 + 3 elements per rank (float32 and int64, uneven splits), not every dtype.
  */
 import type { RingReduce } from '../../../src/api/runtime.js';
-import { kDTypes } from '../../../src/core/dtypes.js';
-import { MismatchError } from '../../../src/core/errors.js';
+import { allocShared, kDTypes } from '../../../src/core/dtypes.js';
+import { InvalidArgumentError, MismatchError } from '../../../src/core/errors.js';
 import type { DType, TypedArray } from '../../../src/core/types.js';
 import { evenSplits, expectedAlltoall, referenceInput } from '../../helpers/reference.js';
 import { kLargeCount } from './allreduce.js';
@@ -30,6 +30,7 @@ function splitsOf(pattern: Pattern, size: number): number[][] {
 /**
  * One alltoall of every rank's reference input ({ data, shape: [rows, rowLength] }) with the
  * pattern's splits; checks the output's kind, shape and values, receivedSplits and the input.
+ * Even ranks receive into their own 'out' (the MPI addon's alltoallv writes there directly).
  */
 async function alltoallOnce(
   rr: RingReduce,
@@ -46,11 +47,13 @@ async function alltoallOnce(
     const reference = inputs[rank] as TypedArray;
     const mine = reference.slice();
     const rows = mine.length / rowLength;
+    const received = splits.map((s) => s[rank] as number);
+    const out = rank % 2 === 0 ? allocShared(dtype, received.reduce((a, b) => a + b, 0) * rowLength) : undefined;
     const { output, receivedSplits } = await rr.alltoall(
       { data: mine, shape: [rows, rowLength] },
-      { name, splits: splits[rank] as number[] },
+      { name, splits: splits[rank] as number[], ...(out ? { out } : {}) },
     );
-    const received = splits.map((s) => s[rank] as number);
+    if (out) check(output.data === out, `${name}: option 'out'`, 'the result is not the given out');
     checkJson(output.shape, [received.reduce((a, b) => a + b, 0), rowLength], `${name}: the shape`);
     checkArray(dtype, output.data, expectedAlltoall(dtype, inputs, splits, rowLength, rank), name);
     checkArray(dtype, mine, reference, `${name}: the input was modified`);
@@ -156,6 +159,18 @@ const mismatches: ConformanceCase[] = [
     MismatchError,
     (size) => `Mismatched data types for tensor 'mm/a2a-dtype': rank 0 has int16, rank ${size - 1} has uint16.`,
     (rr, odd, _rank, size) => rr.alltoall(odd ? new Uint16Array(size) : new Int16Array(size), { name: 'mm/a2a-dtype' }),
+  ),
+  mismatch(
+    "alltoall 'out' lengths",
+    InvalidArgumentError,
+    (size) =>
+      `Wrong 'out' for alltoall of tensor 'mm/a2a-out': rank ${size - 1}'s has ${3 * size - 3} elements, ` +
+      `it receives ${3 * size} (rows [${new Array(size).fill(1).join(', ')}] × 3 elements per row).`,
+    (rr, odd, _rank, size) => {
+      // One row of 3 elements to each rank; the last rank's 'out' is a row short.
+      const out = new Float32Array(new SharedArrayBuffer(4 * (odd ? 3 * size - 3 : 3 * size)));
+      return rr.alltoall({ data: new Float32Array(3 * size), shape: [size, 3] }, { name: 'mm/a2a-out', out });
+    },
   ),
 ];
 
