@@ -97,7 +97,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     .option('--no-check', 'skip checking the results')
     .option(
       '--fresh',
-      'let every call allocate its output (the default API) instead of reusing one via the out option (scatter has none: always fresh)',
+      'let every call allocate its output (the default API) instead of reusing one via the out option',
     )
     .option(
       '--in-place',

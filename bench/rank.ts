@@ -19,8 +19,17 @@ const kRoot = 0;
 /** The idle probe waits this long first (the collector's after-work), then measures one second. */
 const kIdleSettleMs = 2000;
 const kIdleProbeMs = 1000;
-/** Ops with an `out` option (reduce and gather: the root's); scatter always allocates. */
-const kOutOps: readonly BenchOp[] = ['allreduce', 'allgather', 'broadcast', 'reducescatter', 'alltoall', 'reduce', 'gather'];
+/** Ops with an `out` option (reduce and gather: the root's). */
+const kOutOps: readonly BenchOp[] = [
+  'allreduce',
+  'allgather',
+  'broadcast',
+  'reducescatter',
+  'alltoall',
+  'reduce',
+  'gather',
+  'scatter',
+];
 /** Ops that --in-place runs with the tensor as its own `out` (reduce: on the root). */
 const kInPlaceOps: readonly BenchOp[] = ['allreduce', 'broadcast', 'reduce', 'reducescatter'];
 
@@ -74,9 +83,10 @@ async function runOne(
       const o = out ? { name, root, out, ...scope } : { name, root, ...scope };
       return sync ? rr.gatherSync(t, o) : rr.gather(t, o);
     }
-    case 'scatter':
-      return (sync ? rr.scatterSync(tensor, { name, root, ...scope }) : await rr.scatter(tensor, { name, root, ...scope }))
-        .data as TypedArray;
+    case 'scatter': {
+      const o = out ? { name, root, out, ...scope } : { name, root, ...scope };
+      return (sync ? rr.scatterSync(tensor, o) : await rr.scatter(tensor, o)).data as TypedArray;
+    }
   }
 }
 

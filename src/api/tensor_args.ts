@@ -166,11 +166,25 @@ export function parseGatherOut(out: unknown, t: ParsedTensor): TypedArray | unde
   if (!ArrayBuffer.isView(out) || dtypeOf(out) !== t.dtype) {
     throw new InvalidArgumentError(`option 'out' must be a ${t.dtype} typed array like the tensor, got ${describe(out)}`);
   }
-  const typed = out as TypedArray;
-  if (!(typed.buffer instanceof SharedArrayBuffer)) {
+  return sharedOnly(out as TypedArray);
+}
+
+function sharedOnly(out: TypedArray): TypedArray {
+  if (!(out.buffer instanceof SharedArrayBuffer)) {
     throw new InvalidArgumentError(`option 'out' must be backed by a SharedArrayBuffer (the engine thread writes into it)`);
   }
-  return typed;
+  return out;
+}
+
+/**
+ * Option 'out' of a rank that passes no tensor (scatter off the root): any dtype, checked against
+ * the root's in the agreement.
+ */
+export function parseSharedOut(out: unknown): { array: TypedArray; dtype: DType } | undefined {
+  if (out === undefined) return undefined;
+  const dtype = dtypeOf(out);
+  if (dtype === undefined) throw new InvalidArgumentError(`option 'out' must be a typed array, got ${describe(out)}`);
+  return { array: sharedOnly(out as TypedArray), dtype };
 }
 
 export function checkOptions(options: unknown, allowed: readonly string[]): Record<string, unknown> {

@@ -6,7 +6,16 @@ import type { ScatterRequest } from '../../engine/ops/registry.js';
 import type { CallContext, Prepared } from '../call.js';
 import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
-import { checkOptions, firstDimension, parseName, parseRoot, parseSplits, parseTensor } from '../tensor_args.js';
+import {
+  checkOptions,
+  firstDimension,
+  parseGatherOut,
+  parseName,
+  parseRoot,
+  parseSharedOut,
+  parseSplits,
+  parseTensor,
+} from '../tensor_args.js';
 
 export interface ScatterOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
@@ -16,14 +25,21 @@ export interface ScatterOptions {
   root?: number;
   /** The root's only: rows for each rank, in rank order. Default: as even as possible, the first rows % size ranks one more. */
   splits?: readonly number[];
+  /**
+   * Write this rank's rows here instead of into fresh memory (SharedArrayBuffer-backed, the root
+   * tensor's dtype, exactly as long as this rank's rows). A wrong dtype or length fails on every
+   * rank with InvalidArgumentError.
+   */
+  out?: TypedArray;
 }
 
 export function prepareScatter(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'root', 'splits', 'processSet']);
+  const o = checkOptions(options, ['name', 'root', 'splits', 'out', 'processSet']);
   const root = parseRoot(o.root, ctx.size);
   const given = parseName(o.name);
+  let out: TypedArray | undefined;
   const finish = (completion: { output?: TypedArray; shape?: number[] }): ShapedTensor => ({
-    data: completion.output as TypedArray,
+    data: (completion.output ?? out) as TypedArray,
     shape: completion.shape ?? [0],
   });
   if (ctx.rank !== root) {
@@ -33,16 +49,19 @@ export function prepareScatter(ctx: CallContext, tensor: unknown, options: unkno
       );
     }
     if (o.splits !== undefined) throw new InvalidArgumentError(`scatter: option 'splits' is the root's (rank ${root}) only`);
-    // Dtype and shape come from the root's request in the agreement; these are placeholders.
+    const shared = parseSharedOut(o.out);
+    out = shared?.array;
+    // Dtype and shape come from the root's request in the agreement; these are placeholders
+    // (the dtype is the out's, for rank 0 to check against the root's).
     const request: ScatterRequest = {
       name: ctx.nameFor('scatter', given),
       op: 'scatter',
-      dtype: 'uint8',
+      dtype: shared ? shared.dtype : 'uint8',
       shape: [0],
       root,
       splits: [],
     };
-    return { request, buffer: undefined, finish };
+    return withOut({ request, buffer: undefined, finish }, out);
   }
   if (tensor === null || tensor === undefined) {
     throw new InvalidArgumentError(`scatter: the root (rank ${root}) must pass the tensor to split`);
@@ -50,6 +69,7 @@ export function prepareScatter(ctx: CallContext, tensor: unknown, options: unkno
   const t = parseTensor(tensor);
   const rows = firstDimension(t, 'scatter');
   const splits = parseSplits(o.splits, rows, ctx.size, () => splitRows(rows, ctx.size));
+  out = parseGatherOut(o.out, t);
   // Every check is done: only now may the call take an unnamed name (ranks match them by count).
   const request: ScatterRequest = {
     name: ctx.nameFor('scatter', given),
@@ -60,5 +80,13 @@ export function prepareScatter(ctx: CallContext, tensor: unknown, options: unkno
     splits,
   };
   const { buffer, staging } = copyToStaging(ctx, t);
-  return { request, buffer, staging, finish };
+  return withOut({ request, buffer, staging, finish }, out);
+}
+
+/** The call writes into `out` when given; rank 0 checks its length (and dtype) in the agreement. */
+function withOut(prepared: Prepared & { request: ScatterRequest }, out: TypedArray | undefined): Prepared {
+  if (!out) return prepared;
+  prepared.request.outLength = out.length;
+  prepared.output = out;
+  return prepared;
 }

@@ -2,19 +2,23 @@
  * scatter: the root's tensor split along the first dimension, rank r getting splits[r] rows
  * (binomial tree, or MPI's Scatterv). Only the root passes a tensor: the others learn its dtype,
  * shape and splits from the agreement, whose ruling request is the root's, and get their rows in
- * memory allocated then. Ranks agree on the root. Since a non-root's own request holds none of
- * that, it is never cached.
+ * memory allocated then, or in their option 'out', whose dtype and length rank 0 checks against
+ * the root's tensor and that rank's rows (a non-root's request then carries the out's dtype), so
+ * that a wrong one fails on every rank alike. Ranks agree on the root. Since a non-root's own
+ * request holds none of that, it is never cached.
  */
 import { treeScatter } from '../../algorithms/tree_scatter.js';
 import { allocShared } from '../../core/dtypes.js';
 import { readCounts, writeCounts } from '../wire.js';
 import { elementCount, firstMismatch, rootCheck } from './agreement.js';
-import type { OpEntry, OpSpec, RequestBase } from './op_spec.js';
+import type { OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';
 
 export interface ScatterRequest extends RequestBase<'scatter'> {
   root: number;
   /** The root's only: rows for each rank, in rank order ([] on the other ranks). */
   splits: number[];
+  /** With option 'out' only: its length in elements (rank 0 checks it against this rank's rows). */
+  outLength?: number;
 }
 
 export const scatterOp: OpSpec<ScatterRequest> = {
@@ -22,8 +26,15 @@ export const scatterOp: OpSpec<ScatterRequest> = {
   write(w, r) {
     w.i32(r.root);
     writeCounts(w, r.splits);
+    w.f64(r.outLength ?? -1);
   },
-  read: (r, base) => ({ ...base, root: r.i32('root'), splits: readCounts(r, 'splits') }),
+  read(r, base) {
+    const request: ScatterRequest = { ...base, root: r.i32('root'), splits: readCounts(r, 'splits') };
+    const outLength = r.f64('out length');
+    if (outLength === -1) return request;
+    if (!Number.isSafeInteger(outLength) || outLength < 0) r.fail(`an out length of ${outLength}`);
+    return { ...request, outLength };
+  },
   agree(name, requests) {
     const refusal = firstMismatch(name, requests, [rootCheck('scatter')]);
     if (refusal) return refusal;
@@ -34,16 +45,17 @@ export const scatterOp: OpSpec<ScatterRequest> = {
         message: `scatter of tensor '${name}': the root's request has no splits for ${requests.length} ranks.`,
       };
     }
-    return { request: root, counts: [] };
+    return checkOuts(name, requests, root) ?? { request: root, counts: [] };
   },
   cacheable: false,
   async execute(ctx, { request: root }, entries) {
-    const input = (entries[0] as OpEntry<ScatterRequest>).buffer;
+    const entry = entries[0] as OpEntry<ScatterRequest>;
+    const input = entry.buffer;
     const { rank } = ctx.transport;
     const rowSize = elementCount(root.shape.slice(1));
     const counts = root.splits.map((rows) => rows * rowSize);
     const rows = root.splits[rank] ?? 0;
-    const output = allocShared(root.dtype, rows * rowSize);
+    const output = entry.output ?? allocShared(root.dtype, rows * rowSize);
     const { native } = ctx;
     const bytes = output.byteLength;
     if (native?.scatter && native.supports('scatter', root.dtype)) {
@@ -52,6 +64,24 @@ export const scatterOp: OpSpec<ScatterRequest> = {
     } else {
       await ctx.communicate(bytes, () => treeScatter(ctx.transport, input, output, counts, root.root, ctx.tag, ctx.options));
     }
-    return [{ output, shape: [rows, ...root.shape.slice(1)] }];
+    const shape = [rows, ...root.shape.slice(1)];
+    return [entry.output ? { shape } : { output, shape }];
   },
 };
+
+/** Every rank that passed option 'out' must have passed the root's dtype and its rows' length. */
+function checkOuts(name: string, requests: readonly ScatterRequest[], root: ScatterRequest): Refusal | undefined {
+  const rowSize = elementCount(root.shape.slice(1));
+  for (const [rank, request] of requests.entries()) {
+    if (request.outLength === undefined) continue;
+    const length = (root.splits[rank] ?? 0) * rowSize;
+    if (request.dtype === root.dtype && request.outLength === length) continue;
+    return {
+      errorKind: 'InvalidArgumentError',
+      message:
+        `Wrong 'out' for scatter of tensor '${name}': rank ${rank}'s is ${request.dtype} of ${request.outLength} elements, ` +
+        `its rows are ${root.dtype} of ${length} (${root.splits[rank] ?? 0} × ${rowSize}).`,
+    };
+  }
+  return undefined;
+}

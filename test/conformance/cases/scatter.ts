@@ -7,8 +7,8 @@
  * Large: one case of 2^20 + 3 float64 elements, not every dtype.
  */
 import type { RingReduce } from '../../../src/api/runtime.js';
-import { kDTypes } from '../../../src/core/dtypes.js';
-import { MismatchError } from '../../../src/core/errors.js';
+import { allocShared, kDTypes } from '../../../src/core/dtypes.js';
+import { InvalidArgumentError, MismatchError } from '../../../src/core/errors.js';
 import type { DType } from '../../../src/core/types.js';
 import { evenSplits, offsetsOf, referenceInput, rowSlice } from '../../helpers/reference.js';
 import { kLargeCount } from './allreduce.js';
@@ -31,9 +31,17 @@ async function scatterOnce(
     const reference = referenceInput(dtype, root, rows * rowLength, 'sum');
     const mine = rank === root ? reference.slice() : undefined;
     const tensor = mine === undefined ? null : shaped ? { data: mine, shape: [rows, rowLength] } : mine;
-    const result = await rr.scatter(tensor, splits && rank === root ? { name, root, splits } : { name, root });
     const pieces = splits ?? evenSplits(rows, size);
     const myRows = pieces[rank] as number;
+    // Odd ranks receive into their own 'out' (the MPI addon's scatterv writes there directly).
+    const out = rank % 2 === 1 ? allocShared(dtype, myRows * rowLength) : undefined;
+    const result = await rr.scatter(tensor, {
+      name,
+      root,
+      ...(splits && rank === root ? { splits } : {}),
+      ...(out ? { out } : {}),
+    });
+    if (out) check(result.data === out, `${name}: option 'out'`, 'the result is not the given out');
     checkJson(result.shape, shaped ? [myRows, rowLength] : [myRows], `${name}: the shape`);
     checkArray(dtype, result.data, rowSlice(reference, offsetsOf(pieces)[rank] as number, myRows, rowLength), name);
     if (mine) checkArray(dtype, mine, reference, `${name}: the input was modified`);
@@ -140,6 +148,35 @@ const mismatches: ConformanceCase[] = [
     (rr, odd, rank, size) => {
       const root = odd ? 1 : 0;
       return rr.scatter(rank === root ? new Float32Array(size) : null, { name: 'mm/scatter-root', root });
+    },
+  ),
+  mismatch(
+    "scatter 'out' lengths",
+    InvalidArgumentError,
+    (size) =>
+      `Wrong 'out' for scatter of tensor 'mm/scatter-out': rank ${size - 1}'s is float32 of 1 elements, ` +
+      `its rows are float32 of 2 (1 × 2).`,
+    (rr, odd, rank, size) => {
+      // One row of 2 elements for each rank from root 0; the last rank's 'out' is an element short.
+      const out = new Float32Array(new SharedArrayBuffer(4 * (odd ? 1 : 2)));
+      return rr.scatter(rank === 0 ? { data: new Float32Array(2 * size), shape: [size, 2] } : null, {
+        name: 'mm/scatter-out',
+        out,
+      });
+    },
+  ),
+  mismatch(
+    "scatter 'out' dtype",
+    InvalidArgumentError,
+    (size) =>
+      `Wrong 'out' for scatter of tensor 'mm/scatter-out-dtype': rank ${size - 1}'s is int32 of 2 elements, ` +
+      `its rows are float32 of 2 (1 × 2).`,
+    (rr, odd, rank, size) => {
+      const out = odd ? new Int32Array(new SharedArrayBuffer(8)) : new Float32Array(new SharedArrayBuffer(8));
+      return rr.scatter(rank === 0 ? { data: new Float32Array(2 * size), shape: [size, 2] } : null, {
+        name: 'mm/scatter-out-dtype',
+        out,
+      });
     },
   ),
 ];
