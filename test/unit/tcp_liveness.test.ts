@@ -221,14 +221,14 @@ describe('the silence limit', () => {
     async () => {
       const pending = new Set<PendingOp>();
       const heardAt = [0, 0, performance.now()];
-      const expired: { peer: number; at: number }[] = [];
+      const expired: { peer: number; at: number; silenceMs: number | undefined }[] = [];
       const watchdog = new Watchdog({
         ioTimeoutMs: 1000,
         pending,
         heardSince: (peer, since) => (heardAt[peer] ?? 0) >= since,
         recheckMs: 50,
-        onExpired: (op, _idle) => {
-          expired.push({ peer: op.peer, at: performance.now() });
+        onExpired: (op, _idle, silenceMs) => {
+          expired.push({ peer: op.peer, at: performance.now(), silenceMs });
           op.reject(new Error('expired'));
         },
       });
@@ -259,8 +259,10 @@ describe('the silence limit', () => {
         (first?.at ?? 0) - started < 1000 && (first?.at ?? 0) - started >= kSilentIntervals * 50 - 5,
         'silent: at the limit',
       );
+      assert.equal(first?.silenceMs, kSilentIntervals * 50, 'silent: the limit is reported, for the error to name');
       assert.equal(second?.peer, 2);
       assert.ok((second?.at ?? 0) - started >= 1000 - 5, 'heard: at the I/O timeout');
+      assert.equal(second?.silenceMs, undefined, 'heard: expired by the I/O timeout');
       assert.equal(ops.filter((op) => !op.done).length, 0);
     },
   );

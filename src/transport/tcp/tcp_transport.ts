@@ -179,7 +179,7 @@ export class TcpTransport implements Transport {
       pending: this.pending,
       heardSince: liveness === null ? null : (peer, since) => liveness.heardSince(peer, since),
       recheckMs: Math.max(1, this.heartbeatMs),
-      onExpired: (op, idleMs) => this.expire(op, idleMs),
+      onExpired: (op, idleMs, silenceMs) => this.expire(op, idleMs, silenceMs),
     });
   }
 
@@ -464,7 +464,7 @@ export class TcpTransport implements Transport {
     this.breakAll(rank, failure, reason);
   }
 
-  private expire(op: PendingOp, idleMs: number): void {
+  private expire(op: PendingOp, idleMs: number, silenceMs: number | undefined): void {
     const p = this.peers[op.peer] as Peer;
     const what =
       op.kind === 'recv'
@@ -472,7 +472,11 @@ export class TcpTransport implements Transport {
         : op.kind === 'send'
           ? `send to ${p.who} with tag ${op.tag}`
           : `control message to ${p.who}`;
-    op.reject(new TimeoutError(`${what} made no progress for ${this.ioTimeoutMs} ms`));
+    const why =
+      silenceMs === undefined
+        ? `made no progress for ${this.ioTimeoutMs} ms`
+        : `made no progress for ${Math.round(idleMs)} ms, and ${p.who} was not heard from for as long (the silence limit is ${silenceMs} ms)`;
+    op.reject(new TimeoutError(`${what} ${why}`));
     this.failPeer(op.peer, `link torn down after a ${op.kind} timed out (no progress for ${Math.round(idleMs)} ms)`);
   }
 

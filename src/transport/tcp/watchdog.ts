@@ -28,7 +28,11 @@ export interface WatchdogOptions {
   heardSince: ((peer: number, since: number) => boolean) | null;
   /** How soon to look again at an op given more time (the heartbeat interval). */
   recheckMs: number;
-  onExpired(op: PendingOp, idleMs: number): void;
+  /**
+   * `op` made no progress for `idleMs`: past the I/O timeout, or (`silenceMs` set) past the
+   * silence limit, which is `silenceMs`, with its peer unheard for as long.
+   */
+  onExpired(op: PendingOp, idleMs: number, silenceMs?: number): void;
 }
 
 export class Watchdog {
@@ -66,7 +70,12 @@ export class Watchdog {
       if (idle >= ioTimeoutMs ? !this.givenMoreTime(op, idle, now) : this.silent(op, idle, now)) expired.push(op);
     }
     // Settled by the failure of an op expired before it: skip.
-    for (const op of expired) if (!op.done) this.options.onExpired(op, now - op.lastProgress);
+    for (const op of expired) {
+      if (op.done) continue;
+      const idle = now - op.lastProgress;
+      if (idle < ioTimeoutMs) this.options.onExpired(op, idle, this.silenceMs);
+      else this.options.onExpired(op, idle);
+    }
     let next = Number.POSITIVE_INFINITY;
     for (const op of pending) {
       const due = op.lastProgress + this.silenceMs;
