@@ -6,7 +6,7 @@
  * job again and gives up after K attempts.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -82,6 +82,7 @@ for (const victim of ['w1', 'w0']) {
 
 test('a discovery script that offers a fifth slot grows the job at a commit; the new rank starts from the others values', async () => {
   const grow = join(dir, 'grow');
+  const committed = join(dir, 'committed');
   const script = join(dir, 'discover.sh');
   writeFileSync(script, `#!/bin/sh\nif [ -f ${grow} ]; then echo localhost:5; else echo localhost:4; fi\n`, { mode: 0o755 });
   const run = new RingrunRun(
@@ -100,11 +101,14 @@ test('a discovery script that offers a fifth slot grows the job at a commit; the
       'node',
       kJob,
     ],
-    cleanEnv({ STEP_MS: '40' }),
+    // Steps enough for a newcomer to start and join on a loaded machine before the loop ends.
+    cleanEnv({ STEP_MS: '40', STEPS: '100', COMMITTED_FILE: committed }),
     60_000,
   );
-  // Grow once every rank is in the loop.
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+  // Grow once the job is in its loop (a step committed with 4 ranks), however slow its start.
+  const deadline = performance.now() + 30_000;
+  while (!existsSync(committed) && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.ok(existsSync(committed), 'the job committed a step within 30 s');
   writeFileSync(grow, '');
   const finished = await run.finished;
   assert.equal(finished.code, 0, run.stderr);
