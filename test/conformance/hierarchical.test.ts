@@ -3,8 +3,8 @@
  * told their placements as a launcher would (local and cross rank and size), exchange them at
  * start-up, and then run allreduce (single, fused, every op) and allgather hierarchically or flat
  * as configured, with the same results; rr.stats() counts the bytes each rank sent to ranks of
- * other hosts, which shows which algorithm ran. A layout that is not uniform, and a process set
- * whose members are not host by host, run flat.
+ * other hosts, which shows which algorithm ran. A layout that is not uniform, placements that do
+ * not say which host each rank is on, and a process set whose members are not host by host, run flat.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -139,7 +139,7 @@ describe('hierarchical collectives through the engine', { timeout: 120_000 }, ()
     }
   });
 
-  it('hosts of different sizes, and a process set not laid out host by host, run flat', async () => {
+  it('hosts of different sizes, placements that do not name hosts, and a process set not laid out host by host, run flat', async () => {
     const uneven = await startHosts([3, 1], { hierarchicalAllreduce: 'on' });
     try {
       const sent = await crossHostSent(uneven, (rr, r) => rr.allreduce(input(r), { name: 'x' }));
@@ -147,6 +147,16 @@ describe('hierarchical collectives through the engine', { timeout: 120_000 }, ()
       assert.deepEqual(sent, [0, 0, (2 * 3 * kBytes) / 4, (2 * 3 * kBytes) / 4]);
     } finally {
       await stopWorld(uneven);
+    }
+    // Local values without a cross rank (Open MPI's): the placements do not say which host is which.
+    const unknown = await startHosts([2, 2], { crossRank: 0, crossSize: 1 });
+    try {
+      const sent = await crossHostSent(unknown, async (rr, r) => {
+        assert.deepEqual(await rr.allreduce(input(r), { name: 'x' }), expectedSum(4), `rank ${r}`);
+      });
+      assert.deepEqual(sent, [0, 0, 0, 0]);
+    } finally {
+      await stopWorld(unknown);
     }
     const world = await startHosts([2, 2, 2], { hierarchicalAllreduce: 'on' });
     try {
