@@ -35,8 +35,8 @@ export interface ExecutorSettings {
   membership?: Membership;
   /** The set's hosts, when its layout allows hierarchical collectives; and when to run them (Config). */
   hierarchy?: Hierarchy | undefined;
-  hierarchicalAllreduce?: HierarchicalMode;
-  hierarchicalAllgather?: HierarchicalMode;
+  hierarchicalAllreduce: HierarchicalMode;
+  hierarchicalAllgather: HierarchicalMode;
 }
 
 /** Scratch the pool keeps beyond the fusion buffer (pipeline depth × segment, with room). */
@@ -94,8 +94,8 @@ export class Executor {
       native: this.native,
       membership: this.settings.membership,
       hierarchy: this.settings.hierarchy,
-      hierarchicalAllreduce: this.settings.hierarchicalAllreduce ?? 'auto',
-      hierarchicalAllgather: this.settings.hierarchicalAllgather ?? 'auto',
+      hierarchicalAllreduce: this.settings.hierarchicalAllreduce,
+      hierarchicalAllgather: this.settings.hierarchicalAllgather,
       async communicate(bytes, run) {
         if (!timeline) return run();
         const t = timeline.now();
