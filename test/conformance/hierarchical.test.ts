@@ -104,16 +104,21 @@ describe('hierarchical collectives through the engine', { timeout: 120_000 }, ()
           `${op}: every rank sent across hosts (hierarchical): ${sent}`,
         );
       }
-      // A fused step of averages of uneven lengths.
+      // A grouped (so fused) step of averages of uneven lengths.
       const lengths = [1, 3, 5, 40_001];
-      await Promise.all(
-        world.map(async (rr, r) => {
-          const outs = await Promise.all(lengths.map((l, g) => rr.allreduce(input(r, l), { name: `g${g}`, op: 'average' })));
-          for (const [g, l] of lengths.entries()) {
-            const expected = expectedSum(4, l).map((x) => x / 4);
-            assert.deepEqual(outs[g], expected, `g${g} rank ${r}`);
-          }
-        }),
+      const fused = await crossHostSent(world, async (rr, r) => {
+        const outs = await rr.groupedAllreduce(
+          lengths.map((l) => input(r, l)),
+          { name: 'step', op: 'average' },
+        );
+        for (const [g, l] of lengths.entries()) {
+          const expected = expectedSum(4, l).map((x) => x / 4);
+          assert.deepEqual(outs[g], expected, `g${g} rank ${r}`);
+        }
+      });
+      assert.ok(
+        fused.every((b) => b > 0),
+        `the fused buffer ran hierarchically: ${fused}`,
       );
       // Allgather of uneven blocks (rank r gives r·1000 + 1 rows of 3).
       const rows = (r: number) => r * 1000 + 1;
