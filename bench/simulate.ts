@@ -304,15 +304,16 @@ const kHierarchySizes = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20];
 
 const onHosts = (t: SimTransport, ranks: number) => hierarchyOf(t, { localSize: kHostRanks, crossSize: ranks / kHostRanks });
 
-const kHierarchyRows: readonly (Pick<Algorithm, 'name' | 'split' | 'run'> & { flat?: boolean })[] = [
-  { ...(kAlgorithms[0] as Algorithm), flat: true },
-  { ...(kAlgorithms[1] as Algorithm), flat: true },
+/** The flat rows are those of the scaling tables. */
+const kHierarchyRows: readonly Pick<Algorithm, 'name' | 'split' | 'run'>[] = [
+  kAlgorithms[0] as Algorithm,
+  kAlgorithms[1] as Algorithm,
   {
     name: 'allreduce, hierarchical',
     split: false,
     run: (t, c) => hierarchicalAllreduce(onHosts(t, c.ranks), new Float32Array(c.elements), 'sum', 1, c.options),
   },
-  { ...(kAlgorithms.find((a) => a.name === 'allgather, ring') as Algorithm), flat: true },
+  kAlgorithms.find((a) => a.name === 'allgather, ring') as Algorithm,
   {
     name: 'allgather, hierarchical',
     split: true,
