@@ -12,7 +12,7 @@
  * Why this design and not Horovod's gather to a leader per host: a leader would send and receive
  * all of its host's data across hosts, (N-L)·b for blocks of b, no less than the busiest rank of
  * a flat ring ((N-1)·b). Here every local rank carries its own share: (H-1)·b across hosts per
- * rank, L times less than the flat ring's busiest rank, and the host's total, L·(H-1)·b = (N-L)·b,
+ * rank, (N-1)/(H-1) ≥ L times less than the flat ring's busiest rank, and the host's total, (N-L)·b,
  * is what any allgather must bring into a host. Locally each rank sends (L-1)·b per host region,
  * H·(L-1)·b in all, and the H local rings add H·(L-1) fast steps to the H-1 slow ones (a flat
  * ring has N-1 steps, every one as slow as its cross-host link).
