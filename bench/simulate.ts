@@ -10,12 +10,21 @@
  * Sizes follow nccl-tests, as `npm run bench` does (spec.ts): M is the whole buffer (allgather and
  * gather: the output; reducescatter and alltoall: each rank's input; scatter: the root's input),
  * rounded down to whole elements per rank. Large buffers run scaled down (scale.ts).
+ *
+ * With --hierarchical it prints instead the tables that put the ranks on hosts of 8 with faster
+ * links inside a host, comparing the hierarchical allreduce and allgather
+ * (algorithms/hierarchical_*.ts) with the flat ones (about 100 s):
+ *
+ *   node dist/bench/simulate.js --hierarchical
  */
 import { performance } from 'node:perf_hooks';
 import { alltoall } from '../src/algorithms/alltoall.js';
 import { broadcast } from '../src/algorithms/broadcast.js';
 import { type CostModel, kDefaultCostModel, recursiveDoublingCost, ringAllreduceCost } from '../src/algorithms/cost_model.js';
-import type { AlgorithmOptions } from '../src/algorithms/options.js';
+import { hierarchicalAllgather } from '../src/algorithms/hierarchical_allgather.js';
+import { hierarchicalAllreduce } from '../src/algorithms/hierarchical_allreduce.js';
+import { hierarchyOf } from '../src/algorithms/hierarchy.js';
+import { type AlgorithmOptions, kDefaultLatencyMaxBytes } from '../src/algorithms/options.js';
 import { recursiveDoublingAllreduce } from '../src/algorithms/recursive_doubling.js';
 import { type KernelSelector, selectKernel } from '../src/algorithms/reduce.js';
 import { ringAllgather } from '../src/algorithms/ring_allgather.js';
@@ -24,7 +33,7 @@ import { ringReducescatter } from '../src/algorithms/ring_reducescatter.js';
 import { treeGather } from '../src/algorithms/tree_gather.js';
 import { treeReduce } from '../src/algorithms/tree_reduce.js';
 import { treeScatter } from '../src/algorithms/tree_scatter.js';
-import { createSimWorld, type NetworkParams, type SimTransport, scaleDown } from '../src/transport/sim/index.js';
+import { createSimWorld, type LinkCost, type NetworkParams, type SimTransport, scaleDown } from '../src/transport/sim/index.js';
 
 /** The engine's segment length (RINGREDUCE_SEGMENT_BYTES' default). */
 const kSegmentBytes = 4 << 20;
@@ -158,11 +167,12 @@ interface Timing {
 }
 
 async function simulate(
-  algorithm: Algorithm,
+  algorithm: Pick<Algorithm, 'split' | 'run'>,
   ranks: number,
   requested: number,
   model: CostModel,
   gamma: boolean,
+  hosts?: Pick<NetworkParams, 'ranksPerHost' | 'local' | 'remote'>,
 ): Promise<Timing> {
   let bytes = requested - (requested % kElementBytes);
   if (algorithm.split) bytes = Math.max(ranks, Math.floor(bytes / kElementBytes / ranks) * ranks) * kElementBytes;
@@ -170,11 +180,17 @@ async function simulate(
   const network: NetworkParams = {
     local: { alpha: model.alpha, beta: model.beta },
     reduceSecondsPerByte: gamma ? model.gamma : 0,
+    ...hosts,
   };
   const world = createSimWorld(ranks, { network, byteScale: scaled.byteScale });
   const times = await Promise.all(
     world.map(async (t) => {
-      const options: AlgorithmOptions = { segmentBytes: scaled.segmentBytes, ...(gamma ? { kernels: charging(t) } : {}) };
+      const options: AlgorithmOptions = {
+        segmentBytes: scaled.segmentBytes,
+        // The allreduce inside the hierarchical one picks its algorithm by byte length: scaled too.
+        latencyMaxBytes: Math.floor(kDefaultLatencyMaxBytes / scaled.byteScale),
+        ...(gamma ? { kernels: charging(t) } : {}),
+      };
       await algorithm.run(t, { ranks, elements: scaled.elements, options, rank: t.rank });
       return t.now();
     }),
@@ -280,6 +296,62 @@ async function crossoverTable(model: CostModel): Promise<string[]> {
   return lines;
 }
 
+/** Ranks per host in the hierarchical tables, and the links inside a host (shared memory). */
+const kHostRanks = 8;
+const kLocalLink: LinkCost = { alpha: 1e-6, beta: 0.05e-9 };
+const kHierarchyRanks = [16, 64, 256, 1024];
+const kHierarchySizes = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20];
+
+const onHosts = (t: SimTransport, ranks: number) => hierarchyOf(t, { localSize: kHostRanks, crossSize: ranks / kHostRanks });
+
+/** The flat rows are those of the scaling tables. */
+const kHierarchyRows: readonly Pick<Algorithm, 'name' | 'split' | 'run'>[] = [
+  kAlgorithms[0] as Algorithm,
+  kAlgorithms[1] as Algorithm,
+  {
+    name: 'allreduce, hierarchical',
+    split: false,
+    run: (t, c) => hierarchicalAllreduce(onHosts(t, c.ranks), new Float32Array(c.elements), 'sum', 1, c.options),
+  },
+  kAlgorithms.find((a) => a.name === 'allgather, ring') as Algorithm,
+  {
+    name: 'allgather, hierarchical',
+    split: true,
+    run: (t, c) =>
+      hierarchicalAllgather(onHosts(t, c.ranks), new Float32Array(c.elements), equal(c.ranks, c.elements), 1, c.options),
+  },
+];
+
+async function hierarchyTables(model: CostModel): Promise<string[]> {
+  const hosts = { ranksPerHost: kHostRanks, local: kLocalLink, remote: { alpha: model.alpha, beta: model.beta } };
+  const time = async (row: (typeof kHierarchyRows)[number], ranks: number, bytes: number) =>
+    formatSeconds((await simulate(row, ranks, bytes, model, false, hosts)).seconds);
+  const lines = [
+    `**Hierarchical against flat, time against N** (hosts of ${kHostRanks}), M = ${formatBytes(kSizeForRanks)}:`,
+    '',
+  ];
+  lines.push(`| algorithm | ${kHierarchyRanks.map((n) => `N = ${n}`).join(' | ')} |`);
+  lines.push(`|---|${kHierarchyRanks.map(() => '---:').join('|')}|`);
+  for (const row of kHierarchyRows) {
+    const cells: string[] = [];
+    for (const ranks of kHierarchyRanks) cells.push(await time(row, ranks, kSizeForRanks));
+    lines.push(`| ${row.name} | ${cells.join(' | ')} |`);
+  }
+  lines.push(
+    '',
+    `**Hierarchical against flat, time against M**, N = ${kRanksForSizes} (${kRanksForSizes / kHostRanks} hosts of ${kHostRanks}):`,
+    '',
+  );
+  lines.push(`| algorithm | ${kHierarchySizes.map(formatBytes).join(' | ')} |`);
+  lines.push(`|---|${kHierarchySizes.map(() => '---:').join('|')}|`);
+  for (const row of kHierarchyRows) {
+    const cells: string[] = [];
+    for (const bytes of kHierarchySizes) cells.push(await time(row, kRanksForSizes, bytes));
+    lines.push(`| ${row.name} | ${cells.join(' | ')} |`);
+  }
+  return lines;
+}
+
 async function main(): Promise<void> {
   const started = performance.now();
   const model = kDefaultCostModel;
@@ -287,17 +359,25 @@ async function main(): Promise<void> {
   const machine =
     `α = ${formatSeconds(alpha)}, β = ${(beta * 1e9).toPrecision(2)} ns/B (${(1 / beta / 1e9).toPrecision(2)} GB/s)` +
     `, γ = ${(gamma * 1e9).toPrecision(2)} ns/B (${(1 / gamma / 1e9).toPrecision(2)} GB/s)`;
-  const lines = [
-    `One link class, every rank its own send and receive port: ${machine.replace(/, γ.*/, '')}, reductions free;`,
-    `float32, segments of S = ${formatBytes(kSegmentBytes)}, pipeline depth 4. p: the largest power of two ≤ N;`,
-    'e = 1 when N is not a power of two; K = ⌈M/S⌉ segments of S.',
-    '',
-    ...(await scalingTables(model)),
-    '',
-    `**Recursive doubling or ring** (allreduce, reductions charged at γ): ${machine}.`,
-    '',
-    ...(await crossoverTable(model)),
-  ];
+  const lines = process.argv.includes('--hierarchical')
+    ? [
+        `Hosts of ${kHostRanks} ranks: links inside a host α = ${formatSeconds(kLocalLink.alpha)}, β = ${(kLocalLink.beta * 1e9).toPrecision(2)} ns/B` +
+          ` (${(1 / kLocalLink.beta / 1e9).toPrecision(2)} GB/s), between hosts ${machine.replace(/, γ.*/, '')}; every rank its own`,
+        "send and receive port (a host's ranks do not share a NIC), reductions free; float32, segments of 4 MiB.",
+        '',
+        ...(await hierarchyTables(model)),
+      ]
+    : [
+        `One link class, every rank its own send and receive port: ${machine.replace(/, γ.*/, '')}, reductions free;`,
+        `float32, segments of S = ${formatBytes(kSegmentBytes)}, pipeline depth 4. p: the largest power of two ≤ N;`,
+        'e = 1 when N is not a power of two; K = ⌈M/S⌉ segments of S.',
+        '',
+        ...(await scalingTables(model)),
+        '',
+        `**Recursive doubling or ring** (allreduce, reductions charged at γ): ${machine}.`,
+        '',
+        ...(await crossoverTable(model)),
+      ];
   console.log(lines.join('\n'));
   console.error(`simulated in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 }

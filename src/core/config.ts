@@ -15,6 +15,7 @@ import { z } from 'zod';
 import { kEnv } from './env_names.js';
 import { InvalidArgumentError } from './errors.js';
 import { isLogLevel, kLogLevels, type LogLevel } from './log_levels.js';
+import { type HierarchicalMode, kHierarchicalModes } from './types.js';
 
 export interface Config {
   readonly rank: number;
@@ -55,6 +56,15 @@ export interface Config {
   readonly cacheCapacity: number;
   /** Bytes per message of the pipelined ring and chain algorithms (the same on every rank). */
   readonly segmentBytes: number;
+  /**
+   * Allreduce across hosts as reduce-scatter within each host, allreduce across hosts, allgather
+   * within each host (algorithms/hierarchical_allreduce.ts): 'auto' (default) for sizes past the
+   * latency path, 'on' at every size, 'off' never. Only where every host has the same number (> 1)
+   * of consecutive ranks and there are several hosts; the same on every rank.
+   */
+  readonly hierarchicalAllreduce: HierarchicalMode;
+  /** The same for allgather (algorithms/hierarchical_allgather.ts): 'auto' and 'on' alike run it wherever the layout allows. */
+  readonly hierarchicalAllgather: HierarchicalMode;
   /**
    * How long the engine may hold its report of a call while the caller is still making more
    * calls in the same synchronous burst (so the burst runs fused); 0: report at once.
@@ -144,6 +154,8 @@ const kOptionsSchema = z.strictObject({
   fusionThresholdBytes: z.number().int().nonnegative().optional(),
   cacheCapacity: z.number().int().nonnegative().optional(),
   segmentBytes: z.number().int().positive().optional(),
+  hierarchicalAllreduce: z.enum(kHierarchicalModes).optional(),
+  hierarchicalAllgather: z.enum(kHierarchicalModes).optional(),
   burstHoldMs: timeoutField.optional(),
   unixSockets: z.boolean().optional(),
   sharedMemory: z.boolean().optional(),
@@ -361,6 +373,17 @@ export function slurmRendezvous(env: Env): { host: string; port: number } | unde
   return { host, port: low + ((job * 31 + (step % 1000)) % (high - low)) };
 }
 
+/** auto, on or off; Horovod's 1 and 0 mean on and off. */
+function envMode(env: Env, name: string): HierarchicalMode | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const value = raw === '1' ? 'on' : raw === '0' ? 'off' : raw;
+  if (!(kHierarchicalModes as readonly string[]).includes(value)) {
+    throw new InvalidArgumentError(`${name} must be auto, on or off (or 1, 0), got ${JSON.stringify(raw)}`);
+  }
+  return value as HierarchicalMode;
+}
+
 function parseHostPort(text: string, what: string): { host: string; port: number } {
   const match = /^\[?([^\]]*?)\]?:(\d+)$/.exec(text);
   const port = match ? Number(match[2]) : Number.NaN;
@@ -478,6 +501,8 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     // 4 MiB: against 256 KiB, 16 MiB allreduces took 14-19 ms instead of 28 ms on 2 ranks and
     // 45-50 ms instead of 86-89 ms on 4 (docs/performance.md); fewer, larger messages win here.
     segmentBytes: o.segmentBytes ?? envInt(env, kEnv.segmentBytes, 1) ?? 4 * 1024 * 1024,
+    hierarchicalAllreduce: o.hierarchicalAllreduce ?? envMode(env, kEnv.hierarchicalAllreduce) ?? 'auto',
+    hierarchicalAllgather: o.hierarchicalAllgather ?? envMode(env, kEnv.hierarchicalAllgather) ?? 'auto',
     // A burst of 100 calls takes about 1 ms here. Only bursts are held (a lone call never is), so
     // the hold delays just calls that a long computation follows within the same tick.
     burstHoldMs: o.burstHoldMs ?? envInt(env, kEnv.burstHoldMs) ?? 2,

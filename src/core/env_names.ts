@@ -25,6 +25,8 @@ export const kEnv = {
   fusionThresholdBytes: 'RINGREDUCE_FUSION_THRESHOLD_BYTES',
   cacheCapacity: 'RINGREDUCE_CACHE_CAPACITY',
   segmentBytes: 'RINGREDUCE_SEGMENT_BYTES',
+  hierarchicalAllreduce: 'RINGREDUCE_HIERARCHICAL_ALLREDUCE',
+  hierarchicalAllgather: 'RINGREDUCE_HIERARCHICAL_ALLGATHER',
   burstHoldMs: 'RINGREDUCE_BURST_HOLD_MS',
   unixSockets: 'RINGREDUCE_UNIX_SOCKETS',
   sharedMemory: 'RINGREDUCE_SHARED_MEMORY',

@@ -9,6 +9,14 @@ export type DType = 'float32' | 'float64' | 'int8' | 'int16' | 'int32' | 'uint8'
 export const kReduceOps = ['sum', 'average', 'min', 'max', 'product', 'band', 'bor', 'bxor'] as const;
 export type ReduceOp = (typeof kReduceOps)[number];
 
+/**
+ * When allreduce and allgather run hierarchically on a multi-host job (Horovod's
+ * HOROVOD_HIERARCHICAL_ALLREDUCE / _ALLGATHER): 'auto' where it pays, 'on' whenever the host
+ * layout allows it, 'off' never (algorithms/hierarchy.ts).
+ */
+export const kHierarchicalModes = ['auto', 'on', 'off'] as const;
+export type HierarchicalMode = (typeof kHierarchicalModes)[number];
+
 export type CollectiveOp = 'allreduce' | 'allgather' | 'broadcast' | 'barrier';
 
 /** Every typed array class ringreduce accepts (Uint8ClampedArray is refused: it clamps, it does not wrap). */

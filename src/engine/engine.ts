@@ -12,6 +12,7 @@
  * the job goes on.
  */
 
+import { hierarchyOf, uniformHostLayout } from '../algorithms/hierarchy.js';
 import { type KernelSelector, selectKernel } from '../algorithms/reduce.js';
 import { createWasmKernels } from '../algorithms/reduce_wasm.js';
 import type { Config } from '../core/config.js';
@@ -26,6 +27,7 @@ import {
 import type { Logger } from '../core/logger.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import { Timeline, timelinePathFor } from '../observability/timeline.js';
+import { SubgroupTransport } from '../transport/subgroup_transport.js';
 import type { Transport } from '../transport/transport.js';
 import type { BurstGate } from './burst_gate.js';
 import { decodeControl, encodeControl } from './codec.js';
@@ -35,7 +37,6 @@ import type { Membership } from './ops/op_spec.js';
 import type { PeerRequest } from './peer_request.js';
 import { isPeerRequest, PointToPoint } from './point_to_point.js';
 import { SetEngine, type SetMessage } from './set_engine.js';
-import { SetTransport } from './set_transport.js';
 import { StatsWriter } from './stats.js';
 import type { Entry } from './tensor_queue.js';
 import type { FromEngine } from './worker_protocol.js';
@@ -87,10 +88,12 @@ export class Engine {
     private readonly burstGate?: BurstGate,
     /** Where the counters go: the caller's shared buffer (worker), or a buffer of its own. */
     stats: StatsWriter = new StatsWriter(),
+    /** The host of every rank (topology.ts: exchanged at start-up); unset: not known, collectives run flat. */
+    private readonly hosts?: readonly number[],
   ) {
     this.stats = stats;
     // Every message is counted on its way (one add): the engine and its sets see only this view.
-    this.transport = new CountingTransport(transport, stats);
+    this.transport = new CountingTransport(transport, stats, hosts);
     this.kernels = createWasmKernels() ?? selectKernel;
     if (config.timeline) {
       const path = config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline;
@@ -214,7 +217,10 @@ export class Engine {
     this.members.set(id, ranks);
     const rank = ranks.indexOf(this.config.rank);
     if (rank < 0) return undefined;
-    const view = id === 0 ? this.transport : new SetTransport(this.transport, ranks);
+    const view = id === 0 ? this.transport : new SubgroupTransport(this.transport, ranks);
+    // The world, or a set whose members sit host by host in equal numbers, may run hierarchically.
+    const hosts = this.hosts;
+    const layout = hosts && uniformHostLayout(ranks.map((r) => hosts[r] as number));
     const engine = new SetEngine(
       {
         id,
@@ -225,6 +231,7 @@ export class Engine {
         kernels: this.kernels,
         timeline: this.timeline,
         stats: this.stats,
+        hierarchy: layout && hierarchyOf(view, layout),
       },
       view,
       {

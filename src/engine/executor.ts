@@ -6,10 +6,11 @@
  * finished here too (`finishEager`), so every reduction goes through one place.
  */
 
+import type { Hierarchy } from '../algorithms/hierarchy.js';
 import type { AlgorithmOptions } from '../algorithms/options.js';
 import type { KernelSelector } from '../algorithms/reduce.js';
 import { BufferPool } from '../core/buffer_pool.js';
-import type { TypedArray } from '../core/types.js';
+import type { HierarchicalMode, TypedArray } from '../core/types.js';
 import type { Timeline } from '../observability/timeline.js';
 import { type NativeCollectives, nativeCollectivesOf, type Transport } from '../transport/transport.js';
 import type { ExecuteResponse, Request } from './messages.js';
@@ -32,6 +33,10 @@ export interface ExecutorSettings {
   processSet?: number;
   /** The world's executor only: where the collectives that change the sets act. */
   membership?: Membership;
+  /** The set's hosts, when its layout allows hierarchical collectives; and when to run them (Config). */
+  hierarchy?: Hierarchy | undefined;
+  hierarchicalAllreduce: HierarchicalMode;
+  hierarchicalAllgather: HierarchicalMode;
 }
 
 /** Scratch the pool keeps beyond the fusion buffer (pipeline depth × segment, with room). */
@@ -88,6 +93,9 @@ export class Executor {
       kernels,
       native: this.native,
       membership: this.settings.membership,
+      hierarchy: this.settings.hierarchy,
+      hierarchicalAllreduce: this.settings.hierarchicalAllreduce,
+      hierarchicalAllgather: this.settings.hierarchicalAllgather,
       async communicate(bytes, run) {
         if (!timeline) return run();
         const t = timeline.now();

@@ -13,6 +13,7 @@
  * of different sets run at the same time (their tags differ, tags.ts). Ranks here are numbered
  * inside the set; the engine (engine.ts) maps them to the job's ranks on the wire.
  */
+import type { Hierarchy } from '../algorithms/hierarchy.js';
 import type { Config } from '../core/config.js';
 import { fromErrorRecord, PeerFailureError, ShutdownError, toErrorRecord } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
@@ -46,6 +47,8 @@ export interface SetEngineSettings {
   timeline: Timeline | undefined;
   /** rr.stats()'s counters (stats.ts); unset: not counted. */
   stats?: StatsWriter;
+  /** The set's hosts as local and cross views, when its layout allows hierarchical collectives (algorithms/hierarchy.ts). */
+  hierarchy?: Hierarchy | undefined;
 }
 
 /** An entry as the engine queues it: stamped with its submission time (performance.now()). */
@@ -108,6 +111,9 @@ export class SetEngine {
       segmentBytes: config.segmentBytes,
       timeline: settings.timeline,
       processSet: settings.id,
+      hierarchy: settings.hierarchy,
+      hierarchicalAllreduce: config.hierarchicalAllreduce,
+      hierarchicalAllgather: config.hierarchicalAllgather,
       ...(hooks.membership ? { membership: hooks.membership } : {}),
     });
     if (rank === kCoordinator) {

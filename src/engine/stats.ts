@@ -37,6 +37,8 @@ const kGlobalSlots = [
   'receivedBytes',
   'controlSentBytes',
   'controlReceivedBytes',
+  'crossHostSentBytes',
+  'crossHostReceivedBytes',
 ] as const;
 type GlobalSlot = (typeof kGlobalSlots)[number];
 
@@ -105,6 +107,12 @@ export interface RankStats {
   /** Control-plane bytes (negotiation, ready rounds with their eager data, point-to-point offers). */
   controlSentBytes: number;
   controlReceivedBytes: number;
+  /**
+   * The part of sentBytes and receivedBytes exchanged with ranks on other hosts (as the launcher
+   * placed them: cross rank); 0 in a job on one host, or where the placements do not say (engine/topology.ts).
+   */
+  crossHostSentBytes: number;
+  crossHostReceivedBytes: number;
 }
 
 /** The engine's side: the only writer of a rank's counters. */
@@ -181,6 +189,12 @@ export class StatsWriter {
   received(bytes: number): void {
     this.f[kSlot.receivedBytes] += bytes;
   }
+  crossHostSent(bytes: number): void {
+    this.f[kSlot.crossHostSentBytes] += bytes;
+  }
+  crossHostReceived(bytes: number): void {
+    this.f[kSlot.crossHostReceivedBytes] += bytes;
+  }
   controlSent(bytes: number): void {
     this.f[kSlot.controlSentBytes] += bytes;
   }
@@ -235,5 +249,7 @@ export function readStats(buffer: SharedArrayBuffer): RankStats {
     receivedBytes: g('receivedBytes'),
     controlSentBytes: g('controlSentBytes'),
     controlReceivedBytes: g('controlReceivedBytes'),
+    crossHostSentBytes: g('crossHostSentBytes'),
+    crossHostReceivedBytes: g('crossHostReceivedBytes'),
   };
 }

@@ -21,3 +21,10 @@ export function collectiveTag(set: number, n: number): number {
 export function peerTag(sequence: number): number {
   return 2 * (sequence % 2 ** 31) + 1;
 }
+
+/**
+ * The start-up exchange of placements (topology.ts) runs before any collective, on the world's
+ * last tag before its counter wraps: a tag no collective uses until 2^21 world collectives later,
+ * and by then the exchange's messages are long matched (first-in first-out per peer and tag).
+ */
+export const kStartupTag = collectiveTag(0, kCollectiveTagCount - 1);

@@ -15,6 +15,7 @@ import { BurstGate } from './burst_gate.js';
 import { DashboardReporter } from './dashboard_reporter.js';
 import { Engine } from './engine.js';
 import { readStats, StatsWriter } from './stats.js';
+import { exchangeHosts } from './topology.js';
 import { type FromEngine, kSignalBurst, kSignalCompletions, type ToEngine, type WorkerInit } from './worker_protocol.js';
 
 const { config, port, signal, stats, dashboard } = workerData as WorkerInit;
@@ -87,8 +88,13 @@ function sayWhyJoined(): string | undefined {
 async function main(): Promise<void> {
   const because = sayWhyJoined();
   let connection: Connection;
+  let hosts: number[] | undefined;
   try {
     connection = await connect();
+    hosts = await exchangeHosts(connection.transport, config).catch(async (error) => {
+      await connection.close();
+      throw error;
+    });
   } catch (error) {
     if (because !== undefined && error instanceof TimeoutError) error.message += ` (this process is ${because})`;
     reporter?.noteLogLine(` ERROR: ${(error as Error).message}`);
@@ -112,7 +118,8 @@ async function main(): Promise<void> {
     }
   };
   const gate = config.burstHoldMs > 0 ? new BurstGate(signal, kSignalBurst, config.burstHoldMs, drainSubmissions) : undefined;
-  const engine = new Engine(config, connection.transport, post, logger, gate, statsWriter);
+  if (hosts === undefined) logger.info("the launcher's placements do not say which host each rank is on: collectives run flat");
+  const engine = new Engine(config, connection.transport, post, logger, gate, statsWriter, hosts);
   running = engine;
   const onMessage = async (message: ToEngine): Promise<void> => {
     if (message.type === 'enqueue') {

@@ -51,3 +51,19 @@ test('bad environment values and a missing store address are clear errors', () =
   assert.throws(() => resolveConfig({}, { RINGREDUCE_RANK: '2', RINGREDUCE_SIZE: '2' }), /rank 2 is out of range/);
   assert.throws(() => resolveConfig({ storeAddress: 'nohost' }, {}), /store address must be host:port/);
 });
+
+test('RINGREDUCE_HIERARCHICAL_ALLREDUCE and _ALLGATHER: auto by default, on, off, Horovod-style 1 and 0; options win', () => {
+  const c = resolveConfig({}, {});
+  assert.deepEqual([c.hierarchicalAllreduce, c.hierarchicalAllgather], ['auto', 'auto']);
+  const env = { RINGREDUCE_HIERARCHICAL_ALLREDUCE: '1', RINGREDUCE_HIERARCHICAL_ALLGATHER: 'off' };
+  const e = resolveConfig({}, env);
+  assert.deepEqual([e.hierarchicalAllreduce, e.hierarchicalAllgather], ['on', 'off']);
+  assert.equal(resolveConfig({}, { RINGREDUCE_HIERARCHICAL_ALLREDUCE: '0' }).hierarchicalAllreduce, 'off');
+  assert.equal(resolveConfig({ hierarchicalAllreduce: 'auto' }, env).hierarchicalAllreduce, 'auto');
+  assert.throws(
+    () => resolveConfig({}, { RINGREDUCE_HIERARCHICAL_ALLGATHER: 'yes' }),
+    (e: unknown) =>
+      e instanceof InvalidArgumentError && /RINGREDUCE_HIERARCHICAL_ALLGATHER must be auto, on or off/.test(e.message),
+  );
+  assert.throws(() => resolveConfig({ hierarchicalAllreduce: 'always' as 'on' }, {}), /init option 'hierarchicalAllreduce'/);
+});

@@ -5,6 +5,7 @@
  * are known, unless the caller passed 'out', whose length rank 0 checks so that a wrong one fails
  * on every rank alike.
  */
+import { allgatherRunsHierarchically, hierarchicalAllgather } from '../../algorithms/hierarchical_allgather.js';
 import { ringAllgather } from '../../algorithms/ring_allgather.js';
 import { allocShared } from '../../core/dtypes.js';
 import { elementCount, firstMismatch, kDTypeCheck, kNdimCheck, shapeText, trailingDimsCheck } from './agreement.js';
@@ -52,12 +53,14 @@ export const allgatherOp: OpSpec<AllgatherRequest> = {
     let offset = 0;
     for (let r = 0; r < ctx.transport.rank; r++) offset += counts[r] ?? 0;
     if (entry.buffer) output.set(entry.buffer as never, offset);
-    const { native } = ctx;
-    await ctx.communicate(output.byteLength, () =>
-      native?.supports('allgather', dtype)
-        ? native.allgather(output, counts)
-        : ringAllgather(ctx.transport, output, counts, ctx.tag, ctx.options),
-    );
+    const { native, hierarchy, tag, options } = ctx;
+    await ctx.communicate(output.byteLength, () => {
+      if (native?.supports('allgather', dtype)) return native.allgather(output, counts);
+      if (allgatherRunsHierarchically(ctx.hierarchicalAllgather, hierarchy)) {
+        return hierarchicalAllgather(hierarchy, output, counts, tag, options);
+      }
+      return ringAllgather(ctx.transport, output, counts, tag, options);
+    });
     const gathered = [firstDims.reduce((a, b) => a + b, 0), ...shape.slice(1)];
     return [entry.output ? { shape: gathered } : { output, shape: gathered }];
   },

@@ -4,6 +4,7 @@
  * one packed buffer, fusion.ts), and eager when tiny (its data rides with the ready round).
  */
 import { allreduce } from '../../algorithms/allreduce.js';
+import { allreduceRunsHierarchically, hierarchicalAllreduce } from '../../algorithms/hierarchical_allreduce.js';
 import { reduceInRankOrder } from '../../algorithms/rank_order_reduce.js';
 import { bytesPerElement, constructorOf } from '../../core/dtypes.js';
 import { kReduceOps, type ReduceOp, type TypedArray } from '../../core/types.js';
@@ -63,13 +64,16 @@ export const allreduceOp: OpSpec<AllreduceRequest> = {
 };
 
 async function allreduceBuffer(ctx: ExecutionContext, request: AllreduceRequest, buf: TypedArray): Promise<void> {
-  const { native } = ctx;
+  const { native, hierarchy, tag, options } = ctx;
+  const op = request.reduceOp;
   scale(buf, request.prescale);
-  await ctx.communicate(buf.byteLength, () =>
-    native?.supports('allreduce', request.dtype, request.reduceOp)
-      ? native.allreduce(buf, request.reduceOp)
-      : allreduce(ctx.transport, buf, request.reduceOp, ctx.tag, ctx.options),
-  );
+  await ctx.communicate(buf.byteLength, () => {
+    if (native?.supports('allreduce', request.dtype, op)) return native.allreduce(buf, op);
+    if (allreduceRunsHierarchically(ctx.hierarchicalAllreduce, hierarchy, buf.byteLength, options)) {
+      return hierarchicalAllreduce(hierarchy, buf, op, tag, options);
+    }
+    return allreduce(ctx.transport, buf, op, tag, options);
+  });
   scale(buf, request.postscale);
 }
 

@@ -5,11 +5,12 @@
  * switching on the operation themselves. Adding a collective is a new spec file and a line in
  * the registry; the compiler then checks every place that handles requests (docs/adding_a_collective.md).
  */
+import type { Hierarchy } from '../../algorithms/hierarchy.js';
 import type { AlgorithmOptions } from '../../algorithms/options.js';
 import type { KernelSelector } from '../../algorithms/reduce.js';
 import type { BufferPool } from '../../core/buffer_pool.js';
 import type { ErrorClassName } from '../../core/errors.js';
-import type { DType, TypedArray } from '../../core/types.js';
+import type { DType, HierarchicalMode, TypedArray } from '../../core/types.js';
 import type { NativeCollectives, Transport } from '../../transport/transport.js';
 import type { Reader, Writer } from '../wire.js';
 
@@ -89,6 +90,11 @@ export interface ExecutionContext {
   communicate(bytes: number, run: () => Promise<void>): Promise<void>;
   /** The world's executions only: where the collectives that change the sets act. */
   readonly membership: Membership | undefined;
+  /** The set's hosts as local and cross views, when its layout allows hierarchical collectives. */
+  readonly hierarchy: Hierarchy | undefined;
+  /** When allreduce and allgather run hierarchically (Config). */
+  readonly hierarchicalAllreduce: HierarchicalMode;
+  readonly hierarchicalAllgather: HierarchicalMode;
   /** Times a local step (a fusion copy) on the timeline when there is one. */
   local<T>(phase: 'FUSION_COPY', detail: Record<string, number>, run: () => T): T;
 }

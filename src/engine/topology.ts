@@ -1,0 +1,54 @@
+/**
+ * Which host each rank of the job runs on, for the hierarchical collectives
+ * (algorithms/hierarchy.ts) and the cross-host byte counters (counting_transport.ts).
+ *
+ * How it works: each rank knows only its own placement, from the launcher (local rank and size,
+ * cross rank and size: core/config.ts). Before the engine runs anything, the ranks allgather them
+ * (a ring of 16 bytes per rank) and every rank checks the same thing: the placements describe
+ * hosts consistently (each cross rank names a host whose ranks number its local size, with local
+ * ranks 0..L-1, and there are cross size hosts). Then a rank's host is its cross rank; otherwise
+ * (a launcher that sets local values but no cross rank, say) no rank knows the hosts and every
+ * collective runs flat. A job on one host (local size = size) skips the exchange: every rank
+ * knows that all share its host.
+ */
+import { ringAllgather } from '../algorithms/ring_allgather.js';
+import type { Config } from '../core/config.js';
+import type { Transport } from '../transport/transport.js';
+import { kStartupTag } from './tags.js';
+
+export type Placement = Pick<Config, 'localRank' | 'localSize' | 'crossRank' | 'crossSize'>;
+
+const kFields = 4;
+
+/** The host of every rank (undefined where the placements do not describe hosts); every rank calls it at start-up. */
+export async function exchangeHosts(transport: Transport, config: Config): Promise<number[] | undefined> {
+  const { size, rank, localSize } = config;
+  if (size === 1) return [0];
+  if (localSize === size) return new Array<number>(size).fill(0);
+  const all = new Int32Array(kFields * size);
+  all.set([config.localRank, config.localSize, config.crossRank, config.crossSize], kFields * rank);
+  await ringAllgather(transport, all, new Array<number>(size).fill(kFields), kStartupTag);
+  const placements = Array.from({ length: size }, (_, r) => {
+    const [localRank, localSize, crossRank, crossSize] = all.subarray(kFields * r, kFields * (r + 1));
+    return { localRank, localSize, crossRank, crossSize } as Placement;
+  });
+  return hostsOf(placements);
+}
+
+/** Each rank's host (its cross rank) when the placements describe hosts consistently, else undefined. */
+export function hostsOf(placements: readonly Placement[]): number[] | undefined {
+  const crossSize = placements[0]?.crossSize ?? 0;
+  const members = Array.from({ length: crossSize }, () => new Set<number>());
+  for (const p of placements) {
+    if (p.crossSize !== crossSize || !(p.crossRank >= 0 && p.crossRank < crossSize)) return undefined;
+    const host = members[p.crossRank] as Set<number>;
+    if (host.has(p.localRank)) return undefined;
+    host.add(p.localRank);
+  }
+  for (const p of placements) {
+    const host = members[p.crossRank] as Set<number>;
+    if (p.localSize !== host.size || !(p.localRank >= 0 && p.localRank < p.localSize)) return undefined;
+  }
+  if (members.some((host) => host.size === 0)) return undefined;
+  return placements.map((p) => p.crossRank);
+}
