@@ -18,7 +18,7 @@
  * are the same IEEE operations. Only a NaN's payload may differ (every rank runs the same kernel,
  * so the ranks still agree bit for bit).
  */
-import type { DType, TypedArray } from '../core/types.js';
+import type { TypedArray, WireDType } from '../core/types.js';
 import { type ElementwiseOp, isBitwise, type KernelSelector, type ReduceKernel, selectKernel } from './reduce.js';
 import { kPages, kSimdOps, type SimdKernelName, simdModuleBytes } from './wasm/simd_module.js';
 
@@ -38,7 +38,7 @@ interface WasmApi {
   Instance: new (module: object) => { readonly exports: Record<string, unknown> };
 }
 
-const kFamily: Readonly<Record<DType, string>> = {
+const kFamily: Readonly<Record<WireDType, string>> = {
   float32: 'f32',
   float64: 'f64',
   int8: 'i8',
@@ -49,9 +49,11 @@ const kFamily: Readonly<Record<DType, string>> = {
   uint32: 'i32',
   int64: 'i64',
   uint64: 'i64',
+  // No SIMD kernel (the JavaScript one decodes and re-encodes): kSimdOps has no 'f16_' names.
+  float16: 'f16',
 };
 
-function kernelName(dtype: DType, op: ElementwiseOp): SimdKernelName | undefined {
+function kernelName(dtype: WireDType, op: ElementwiseOp): SimdKernelName | undefined {
   const family = kFamily[dtype];
   // Only reached for integer dtypes: selectKernel, called first, refuses bitwise ops on floats.
   if (isBitwise(op)) return `v128_${op}`;

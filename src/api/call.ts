@@ -16,6 +16,12 @@ export type Result<T extends TensorLike> = T extends TypedArray ? T : T extends 
 export interface Prepared extends Call {
   /** Pooled memory `buffer` views (an input copy), returned to the pool once the call settles. */
   staging?: SharedArrayBuffer;
+  /**
+   * Pooled memory that `finish` still reads (fp16 compression's wire copy of the result): back to
+   * the pool after `finish`, once the engine is done with it (runtime.ts sets `releaseHeld`).
+   */
+  heldStaging?: SharedArrayBuffer;
+  releaseHeld?: () => void;
   finish: (completion: Completion) => unknown;
 }
 

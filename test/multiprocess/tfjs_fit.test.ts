@@ -36,3 +36,25 @@ test('model.fit on 2 ranks ends with identical weights and averaged metrics', { 
   );
   assert.equal(lrs.at(-1), r0.target);
 });
+
+test("model.fit with compression 'fp16' trains like float32: identical weights on both ranks, a loss as low", {
+  timeout: 150_000,
+}, async () => {
+  const [plain, half] = [
+    await runJob(2, 'dist/test/multiprocess/fixtures/tfjs_fit_job.js', [], 60_000),
+    await runJob(2, 'dist/test/multiprocess/fixtures/tfjs_fit_job.js', ['fp16'], 60_000),
+  ];
+  for (const job of [plain, half]) assert.equal(job.status, 0, describe(job));
+  const [h0, h1] = [half.reports.get(0), half.reports.get(1)] as unknown as [Report, Report];
+  assert.ok(h0 && h1, describe(half));
+  assert.deepEqual(h1.weights, h0.weights, 'weights differ between ranks');
+  const loss = (r: Report) => r.history.loss as number[];
+  const p0 = plain.reports.get(0) as unknown as Report;
+  // Compression rounds the gradients to 11 significant bits: the training is not bit-identical, but as good.
+  assert.ok((loss(h0).at(-1) as number) < (loss(h0)[0] as number), `the loss did not fall: ${loss(h0)}`);
+  assert.ok(
+    Math.abs((loss(h0).at(-1) as number) - (loss(p0).at(-1) as number)) < 0.05,
+    `final loss ${loss(h0).at(-1)} with fp16, ${loss(p0).at(-1)} without`,
+  );
+  assert.notDeepEqual(h0.weights, p0.weights, 'the gradients were not compressed');
+});
