@@ -11,7 +11,7 @@
  */
 import { viewOf } from '../core/dtypes.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import { decodeHalves, encodeHalves, type Float16Bits } from '../core/float16.js';
+import type { Float16Bits } from '../core/float16.js';
 import { type Compression, kCompressions } from '../core/types.js';
 import type { CallContext } from './call.js';
 import type { ParsedTensor } from './tensor_args.js';
@@ -41,13 +41,13 @@ export function stagedHalves(ctx: CallContext, length: number): { buffer: Float1
 /** The tensor encoded to fp16 in pooled shared memory. */
 export function compressToStaging(ctx: CallContext, t: ParsedTensor): { buffer: Float16Bits; staging: SharedArrayBuffer } {
   const staged = stagedHalves(ctx, t.data.length);
-  encodeHalves(t.data as Float32Array, staged.buffer);
+  ctx.halves().encode(t.data as Float32Array, staged.buffer);
   return staged;
 }
 
 /** `halves` decoded into `out`, or into fresh float32 memory like an uncompressed result's. */
 export function decompress(ctx: CallContext, t: ParsedTensor, halves: Uint16Array, out: Float32Array | undefined): Float32Array {
   const result = out ?? (ctx.fresh(t, halves.length) as Float32Array);
-  decodeHalves(halves, result);
+  ctx.halves().decode(halves, result);
   return result;
 }

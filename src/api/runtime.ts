@@ -3,6 +3,7 @@
  * the collectives. The module-level functions of the package use a default instance; create
  * several instances to run several ranks in one process (the tests do).
  */
+import { createHalfConverter, type HalfConverter } from '../algorithms/half_convert.js';
 import { BufferPool } from '../core/buffer_pool.js';
 import { type Config, type InitOptions, kVersion, resolveConfig } from '../core/config.js';
 import { allocShared } from '../core/dtypes.js';
@@ -86,6 +87,8 @@ export class RingReduce {
    */
   private readonly staging = new BufferPool<SharedArrayBuffer>(kStagingRetainBytes, (bytes) => new SharedArrayBuffer(bytes));
   private shutDown = false;
+  /** fp16 compression's conversions: a WebAssembly instance, made by the first compressed call. */
+  private halfConverter: HalfConverter | undefined;
 
   /** What the ops' preparations (api/ops/) need from this rank, for the world's collectives. */
   private world: CallContext;
@@ -546,6 +549,10 @@ export class RingReduce {
         return array;
       },
       staging: this.staging,
+      halves: () => {
+        this.halfConverter ??= createHalfConverter();
+        return this.halfConverter;
+      },
     };
   }
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { createHalfConverter } from '../../src/algorithms/half_convert.js';
 import { divideInPlace, scaleInPlace, selectKernel } from '../../src/algorithms/reduce.js';
 import { allocShared, asDType, dtypeOf, reduceIdentity } from '../../src/core/dtypes.js';
 import {
@@ -197,5 +198,44 @@ describe('float16 kernels: decoded, computed in float32, re-encoded', () => {
 
   it('refuses bitwise ops', () => {
     assert.throws(() => selectKernel('float16', 'band'), /needs an integer dtype/);
+  });
+});
+
+describe('the SIMD converter (createHalfConverter)', () => {
+  const simd = createHalfConverter();
+  const isNaNHalf = (h: number) => (h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0;
+
+  it('decodes every half as the table does, at lengths that are not whole vectors or chunks', () => {
+    for (const length of [65536, 65536 - 3, 600, 17]) {
+      const halves = Uint16Array.from({ length }, (_, i) => (i * 7919) & 0xffff);
+      const js = new Float32Array(length);
+      const wasm = new Float32Array(length);
+      decodeHalves(halves, js);
+      simd.decode(halves, wasm);
+      for (let i = 0; i < length; i++)
+        assert.ok(Object.is(js[i], wasm[i]), `half ${halves[i]?.toString(16)}: ${wasm[i]} not ${js[i]}`);
+    }
+  });
+
+  it('encodes as halfFromFloatBits does: every half, and random float32 bits of every exponent', () => {
+    const length = 200_003;
+    // The float32 of every half first (each must come back exactly), then random bits.
+    const bits = new Uint32Array(length);
+    bits.set(new Uint32Array(kHalfToFloat.buffer));
+    let seed = 99;
+    for (let i = 65536; i < length; i++) {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      bits[i] = Math.floor((seed / 2 ** 31) * 2 ** 32);
+    }
+    const values = new Float32Array(bits.buffer);
+    const js = new Uint16Array(length);
+    const wasm = new Uint16Array(length);
+    encodeHalves(values, js);
+    simd.encode(values, wasm);
+    for (let i = 0; i < length; i++) {
+      const [x, y] = [js[i] as number, wasm[i] as number];
+      if (x !== y && !(isNaNHalf(x) && isNaNHalf(y)))
+        assert.fail(`float32 bits ${bits[i]?.toString(16)}: ${y.toString(16)} not ${x.toString(16)}`);
+    }
   });
 });
