@@ -48,13 +48,10 @@ test("model.fit with compression 'fp16' trains like float32: identical weights o
   const [h0, h1] = [half.reports.get(0), half.reports.get(1)] as unknown as [Report, Report];
   assert.ok(h0 && h1, describe(half));
   assert.deepEqual(h1.weights, h0.weights, 'weights differ between ranks');
-  const loss = (r: Report) => r.history.loss as number[];
   const p0 = plain.reports.get(0) as unknown as Report;
-  // Compression rounds the gradients to 11 significant bits: the training is not bit-identical, but as good.
-  assert.ok((loss(h0).at(-1) as number) < (loss(h0)[0] as number), `the loss did not fall: ${loss(h0)}`);
-  assert.ok(
-    Math.abs((loss(h0).at(-1) as number) - (loss(p0).at(-1) as number)) < 0.05,
-    `final loss ${loss(h0).at(-1)} with fp16, ${loss(p0).at(-1)} without`,
-  );
-  assert.notDeepEqual(h0.weights, p0.weights, 'the gradients were not compressed');
+  // The initial weights differ from run to run (rank 0's, unseeded), so the runs' losses do too;
+  // what falls by how much does not: the last epoch's loss is some 0.37-0.40 of the first's.
+  const fallOf = (r: Report) => ((r.history.loss as number[]).at(-1) as number) / (r.history.loss?.[0] as number);
+  assert.ok(fallOf(h0) < 0.6, `the loss fell to ${fallOf(h0)} of the first epoch's only: ${h0.history.loss}`);
+  assert.ok(Math.abs(fallOf(h0) - fallOf(p0)) < 0.1, `the loss fell to ${fallOf(h0)} with fp16, ${fallOf(p0)} without`);
 });

@@ -272,6 +272,55 @@ const mismatches: ConformanceCase[] = [
   ),
 ];
 
+const withJoin: ConformanceCase = {
+  name: "compression 'fp16' with join: joined ranks contribute the identities, averages divide by the others",
+  async run(rr, rank, size) {
+    for (let step = 0; step <= rank; step++) {
+      // Ranks step..size-1 still take part at this step; rank r gives [r, r + 1, 2].
+      const mine = new Float32Array([rank, rank + 1, 2]);
+      const [mean, low, product] = await Promise.all([
+        rr.allreduce(mine, { name: 'fp16-join/avg', op: 'average', compression: 'fp16' }),
+        rr.allreduce(mine, { name: 'fp16-join/min', op: 'min', compression: 'fp16' }),
+        rr.allreduce(mine, { name: 'fp16-join/product', op: 'product', compression: 'fp16' }),
+      ]);
+      const ranks = size - step;
+      const want = rounded((step + size - 1) / 2);
+      check(mean[0] === want, `average at step ${step}`, `${mean[0]} != ${want}`);
+      check(low[1] === step + 1, `min at step ${step}`, `${low[1]} != ${step + 1}`);
+      check(product[2] === 2 ** ranks, `product at step ${step}`, `${product[2]} != ${2 ** ranks}`);
+    }
+    await rr.join();
+  },
+};
+
+/** This rank's data-plane bytes sent so far, or undefined where the engine keeps no stats (the memory backend). */
+function sentBytes(rr: Parameters<ConformanceCase['run']>[0]): number | undefined {
+  try {
+    return rr.stats().sentBytes;
+  } catch {
+    return undefined;
+  }
+}
+
+const halfTheBytes: ConformanceCase = {
+  name: "compression 'fp16' sends half the bytes of float32 (rr.stats' data-plane bytes)",
+  minRanks: 2,
+  async run(rr, _rank, size) {
+    const count = 2 ** 20;
+    const sent: number[] = [];
+    for (const compression of ['none', 'fp16'] as const) {
+      const before = sentBytes(rr);
+      const result = await rr.allreduce(new Float32Array(count).fill(1), { name: `fp16/bytes/${compression}`, compression });
+      check(result[count - 1] === size, `bytes/${compression}`, `${result[count - 1]} != ${size}`);
+      const after = sentBytes(rr);
+      if (before !== undefined && after !== undefined) sent.push(after - before);
+    }
+    if (sent.length < 2) return;
+    const [plain, half] = sent as [number, number];
+    check(plain > 0 && half * 2 === plain, 'fp16 bytes', `${half} bytes sent with fp16, ${plain} without`);
+  },
+};
+
 export const compressionCases: readonly ConformanceCase[] = [
   exactAllreduce,
   randomAllreduce,
@@ -279,5 +328,7 @@ export const compressionCases: readonly ConformanceCase[] = [
   neverMixed,
   syncTwins,
   refused,
+  withJoin,
+  halfTheBytes,
   ...mismatches,
 ];
