@@ -68,7 +68,7 @@ export function halfFromFloatBits(bits: number): number {
   return sign | q;
 }
 
-/** The fp16 bits nearest to `value` (rounded to float32 first). */
+/** The fp16 bits nearest to `value` (rounded to float32 first): for single values; arrays take encodeHalves. */
 export function halfFromFloat(value: number): number {
   const f = new Float32Array(1);
   f[0] = value;
