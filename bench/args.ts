@@ -4,8 +4,8 @@
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { kDTypes } from '../src/core/dtypes.js';
-import type { DType } from '../src/core/types.js';
-import { type BenchOp, kBenchOps, kDefaultBenchOps } from './spec.js';
+import { type Compression, type DType, kCompressions } from '../src/core/types.js';
+import { type BenchOp, kBenchOps, kCompressedOps, kDefaultBenchOps } from './spec.js';
 
 export interface BenchArgs {
   /** Run in a process set of the first setRanks ranks; 0: the whole job. */
@@ -14,6 +14,8 @@ export interface BenchArgs {
   sizes: number[];
   ranks: number;
   dtype: DType;
+  /** --compression: 'fp16' for allreduce, allgather and reducescatter of float32. */
+  compression: Compression;
   iterations: number;
   warmup: number;
   check: boolean;
@@ -92,6 +94,11 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     .option('-f, --factor <n>', 'step between sizes of a min:max range', positiveInt('factor', 2), 4)
     .option('-n, --ranks <n>', 'number of processes', positiveInt('ranks', 1), 2)
     .option('-d, --dtype <dtype>', `one of ${kDTypes.join(', ')}`, 'float32')
+    .option(
+      '--compression <c>',
+      `${kCompressions.join(' or ')}: fp16 sends float32 tensors as halves (allreduce, allgather, reducescatter)`,
+      'none',
+    )
     .option('-i, --iters <n>', 'timed iterations per size (default: from the size, 3..200)', positiveInt('iters', 1), 0)
     .option('-w, --warmup <n>', 'untimed iterations per size', positiveInt('warmup', 0), 2)
     .option('--no-check', 'skip checking the results')
@@ -126,6 +133,15 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
   program.parse(argv, { from: 'user' });
   const o = program.opts();
   if (!kDTypes.includes(o.dtype)) throw new InvalidArgumentError(`--dtype must be one of ${kDTypes.join(', ')}`);
+  if (!kCompressions.includes(o.compression))
+    throw new InvalidArgumentError(`--compression must be one of ${kCompressions.join(', ')}`);
+  if (o.compression === 'fp16') {
+    if (o.dtype !== 'float32') throw new InvalidArgumentError(`--compression fp16 needs --dtype float32, got ${o.dtype}`);
+    const others = (o.op as BenchOp[]).filter((op) => !kCompressedOps.includes(op));
+    if (others.length > 0)
+      throw new InvalidArgumentError(`--compression fp16 applies to ${kCompressedOps.join(', ')}, not ${others.join(', ')}`);
+    if (o.inPlace) throw new InvalidArgumentError('--compression fp16 has no in-place form (the halves are a copy)');
+  }
   if (o.fresh && o.inPlace) throw new InvalidArgumentError('--fresh and --in-place exclude each other');
   if (!['tcp', 'mpi', 'auto'].includes(o.backend)) throw new InvalidArgumentError('--backend must be tcp, mpi or auto');
   if (o.setRanks > o.ranks) throw new InvalidArgumentError(`--set-ranks ${o.setRanks} is more than --ranks ${o.ranks}`);
@@ -135,6 +151,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     sizes: parseSizes(o.sizes, o.factor),
     ranks: o.ranks,
     dtype: o.dtype,
+    compression: o.compression,
     iterations: o.iters,
     warmup: o.warmup,
     check: o.check,

@@ -77,6 +77,7 @@ async function main(): Promise<number> {
       inPlace: args.inPlace,
       sync: args.sync,
       tensors: args.tensors,
+      compression: args.compression,
       setRanks: args.setRanks,
       outDir: dir,
     };
@@ -96,7 +97,7 @@ async function main(): Promise<number> {
     const rows = mergeReports(reports);
     const machine = { before: machineBefore, after: machineLine(null) };
     console.log(
-      `# ringreduce bench: ${args.ranks} processes, backend ${args.backend}, ${args.fresh ? 'fresh output per call' : args.inPlace ? 'in place (out = the tensor) where the op allows' : 'output reused (out option) where the op has one'}${args.sync ? ', sync calls' : ''}${args.tensors > 1 ? `, ${args.tensors} tensors per step` : ''}${args.dashboard ? ', watched by ringrun --dashboard' : ''}\n# before: ${machine.before}`,
+      `# ringreduce bench: ${args.ranks} processes, backend ${args.backend}, ${args.fresh ? 'fresh output per call' : args.inPlace ? 'in place (out = the tensor) where the op allows' : 'output reused (out option) where the op has one'}${args.sync ? ', sync calls' : ''}${args.tensors > 1 ? `, ${args.tensors} tensors per step` : ''}${args.compression !== 'none' ? `, compression ${args.compression}` : ''}${args.dashboard ? ', watched by ringrun --dashboard' : ''}\n# before: ${machine.before}`,
     );
     console.log(formatTable(rows, args.dtype));
     const idleCpu = reports.map((r) => `${r.idleCpuMs.toFixed(1)} ms`).join(', ');

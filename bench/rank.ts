@@ -51,9 +51,13 @@ async function runOne(
   const sync = spec.sync;
   const root = kRoot;
   const t = tensor as TypedArray;
-  // The name, and the process set when the run measures one.
+  // The name, the process set when the run measures one, and the compression for the ops that take it.
+  const where = processSet ? { processSet } : {};
   const name = named;
-  const scope = processSet ? { processSet } : {};
+  const scope = {
+    ...(processSet ? { processSet } : {}),
+    ...(spec.compression === 'fp16' ? { compression: 'fp16' as const } : {}),
+  };
   switch (op) {
     case 'allreduce': {
       const o = out ? { name, out, ...scope } : { name, ...scope };
@@ -64,7 +68,7 @@ async function runOne(
       return sync ? rr.allgatherSync(t, o) : rr.allgather(t, o);
     }
     case 'broadcast': {
-      const o = out ? { name, root, out, ...scope } : { name, root, ...scope };
+      const o = out ? { name, root, out, ...where } : { name, root, ...where };
       return sync ? rr.broadcastSync(t, o) : rr.broadcast(t, o);
     }
     case 'reducescatter': {
@@ -72,19 +76,19 @@ async function runOne(
       return sync ? rr.reducescatterSync(t, o) : rr.reducescatter(t, o);
     }
     case 'alltoall': {
-      const o = out ? { name, out, ...scope } : { name, ...scope };
+      const o = out ? { name, out, ...where } : { name, ...where };
       return (sync ? rr.alltoallSync(t, o) : await rr.alltoall(t, o)).output;
     }
     case 'reduce': {
-      const o = out ? { name, root, out, ...scope } : { name, root, ...scope };
+      const o = out ? { name, root, out, ...where } : { name, root, ...where };
       return sync ? rr.reduceSync(t, o) : rr.reduce(t, o);
     }
     case 'gather': {
-      const o = out ? { name, root, out, ...scope } : { name, root, ...scope };
+      const o = out ? { name, root, out, ...where } : { name, root, ...where };
       return sync ? rr.gatherSync(t, o) : rr.gather(t, o);
     }
     case 'scatter': {
-      const o = out ? { name, root, out, ...scope } : { name, root, ...scope };
+      const o = out ? { name, root, out, ...where } : { name, root, ...where };
       return (sync ? rr.scatterSync(tensor, o) : await rr.scatter(tensor, o)).data as TypedArray;
     }
   }
@@ -93,11 +97,15 @@ async function runOne(
 /** `tensors` allreduces submitted together, as a training step submits its gradients. */
 async function runMany(
   rr: RingReduce,
+  spec: BenchSpec,
   inputs: readonly TypedArray[],
   outs: readonly (TypedArray | undefined)[],
   processSet: ProcessSet | undefined,
 ) {
-  const scope = processSet ? { processSet } : {};
+  const scope = {
+    ...(processSet ? { processSet } : {}),
+    ...(spec.compression === 'fp16' ? { compression: 'fp16' as const } : {}),
+  };
   const results = await Promise.all(
     inputs.map((input, i) =>
       rr.allreduce(input, outs[i] ? { name: `grad${i}`, out: outs[i], ...scope } : { name: `grad${i}`, ...scope }),
@@ -144,7 +152,8 @@ async function measure(
     : input;
   const target = splitInPlace ? (tensor as TypedArray).subarray(rank * perRank, (rank + 1) * perRank) : reused;
   const name = `bench/${op}/${bytes}`;
-  const step = () => (many ? runMany(rr, inputs, outs, processSet) : runOne(rr, spec, op, name, tensor, target, processSet));
+  const step = () =>
+    many ? runMany(rr, spec, inputs, outs, processSet) : runOne(rr, spec, op, name, tensor, target, processSet);
   let out: TypedArray | null = null;
   for (let i = 0; i < spec.warmup; i++) out = await step();
   await rr.barrier(scope);

@@ -9,7 +9,7 @@
  * - scatter: the root's whole buffer, each rank getting size / N.
  * Where size / N is meant, the row's size is rounded down to N × (size / N) elements, at least N.
  */
-import type { DType } from '../src/core/types.js';
+import type { Compression, DType } from '../src/core/types.js';
 
 export type BenchOp = 'allreduce' | 'allgather' | 'broadcast' | 'reducescatter' | 'alltoall' | 'reduce' | 'gather' | 'scatter';
 /** Every op, in the order `--op all` runs them. */
@@ -25,6 +25,8 @@ export const kBenchOps: readonly BenchOp[] = [
 ];
 /** What a bench runs without --op (the table of README.md). */
 export const kDefaultBenchOps: readonly BenchOp[] = ['allreduce', 'allgather', 'broadcast'];
+/** Ops that take option 'compression'. */
+export const kCompressedOps: readonly BenchOp[] = ['allreduce', 'allgather', 'reducescatter'];
 /** Ops whose row size is split into N equal parts, one per rank. */
 export const kSplitOps: readonly BenchOp[] = ['allgather', 'reducescatter', 'alltoall', 'gather', 'scatter'];
 
@@ -51,6 +53,8 @@ export interface BenchSpec {
   sync: boolean;
   /** Allreduce only: submit this many named tensors of the row's size together per iteration (fusion). */
   tensors: number;
+  /** Option 'compression' of allreduce, allgather and reducescatter ('fp16': float32 sent as halves). */
+  compression: Compression;
   /** Run every collective in a process set of the first setRanks ranks; 0: the whole job. */
   setRanks: number;
   /** Where rank r writes its BenchReport: `${outDir}/rank.${r}.json`. */

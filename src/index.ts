@@ -16,5 +16,5 @@ export {
   ShutdownError,
   TimeoutError,
 } from './core/errors.js';
-export type { DType, ReduceOp, ShapedTensor, TensorLike, TypedArray } from './core/types.js';
+export type { Compression, DType, ReduceOp, ShapedTensor, TensorLike, TypedArray } from './core/types.js';
 export * as elastic from './elastic/index.js';

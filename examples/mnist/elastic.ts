@@ -52,7 +52,7 @@ export async function trainElastic(options: TrainOptions, train: Digits): Promis
   if (options.backwardPasses !== 1) throw new Error('--elastic trains with --backward-passes 1 only');
   const batch = options.batchSize;
   const model = buildModel(kModelSeed);
-  const optimizer = new rrtf.DistributedOptimizer(tf.train.adam(options.lr));
+  const optimizer = new rrtf.DistributedOptimizer(tf.train.adam(options.lr), { compression: options.compression });
   const variables = model.trainableWeights.map((w) => w.read() as tf.Variable);
   // --steps caps the batches per epoch, as many steps of the job it starts with.
   const samplesPerEpoch = Math.min(train.count, (options.steps ?? Number.POSITIVE_INFINITY) * batch * rr.size());

@@ -8,6 +8,8 @@
  *   --lr X              MNIST_LR              single-rank Adam learning rate, scaled by size × K (default 0.001)
  *   --warmup-epochs N   MNIST_WARMUP_EPOCHS   learning-rate warm-up (default 2)
  *   --backend B         MNIST_BACKEND         wasm (default) or cpu
+ *   --compression C     MNIST_COMPRESSION     none (default) or fp16: gradients sent as half precision
+ *                                             (DistributedOptimizer's compression)
  *   --min-accuracy X    MNIST_MIN_ACCURACY    fail below this test accuracy (default 0.9; 0 when --steps is set)
  *   --dashboard         MNIST_DASHBOARD=1     report batch metrics to ringrun's dashboard (ringrun --dashboard) and
  *                                             draw a progress bar on rank 0 (DashboardCallback)
@@ -18,6 +20,7 @@
  *   --kill-at-batch N   MNIST_KILL_AT_BATCH   itself when it reaches step N (counted over the whole run)
  */
 import { parseArgs } from 'node:util';
+import type { Compression } from '../../src/index.js';
 import type { BackendName } from './backend.js';
 
 export interface TrainOptions {
@@ -28,6 +31,7 @@ export interface TrainOptions {
   lr: number;
   warmupEpochs: number;
   backend: BackendName;
+  compression: Compression;
   minAccuracy: number;
   dashboard: boolean;
   elastic: boolean;
@@ -44,6 +48,7 @@ const kFlags = {
   lr: { env: 'MNIST_LR', fallback: '0.001' },
   'warmup-epochs': { env: 'MNIST_WARMUP_EPOCHS', fallback: '2' },
   backend: { env: 'MNIST_BACKEND', fallback: 'wasm' },
+  compression: { env: 'MNIST_COMPRESSION', fallback: 'none' },
   'min-accuracy': { env: 'MNIST_MIN_ACCURACY', fallback: undefined },
   'commit-every': { env: 'MNIST_COMMIT_EVERY', fallback: '4' },
   'kill-worker': { env: 'MNIST_KILL_WORKER', fallback: undefined },
@@ -72,6 +77,8 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): T
   const positiveInt = (v: number) => Number.isSafeInteger(v) && v > 0;
   const backend = raw('backend');
   if (backend !== 'wasm' && backend !== 'cpu') throw new Error(`--backend must be wasm or cpu, got ${backend}`);
+  const compression = raw('compression');
+  if (compression !== 'none' && compression !== 'fp16') throw new Error(`--compression must be none or fp16, got ${compression}`);
   const steps = number('steps', positiveInt);
   return {
     epochs: number('epochs', positiveInt) as number,
@@ -81,6 +88,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): T
     lr: number('lr', (v) => v > 0) as number,
     warmupEpochs: number('warmup-epochs', (v) => v >= 0) as number,
     backend,
+    compression,
     minAccuracy: number('min-accuracy', (v) => v >= 0 && v <= 1) ?? (steps === undefined ? 0.9 : 0),
     dashboard: values.dashboard === true || env.MNIST_DASHBOARD === '1',
     elastic: values.elastic === true || env.MNIST_ELASTIC === '1',

@@ -4,6 +4,7 @@
  *   npm run build
  *   node bin/ringrun.js -np 4 node dist/examples/mnist/train.js            # full run, ~1 minute
  *   node bin/ringrun.js -np 2 node dist/examples/mnist/train.js --epochs 1 --steps 20   # quick
+ *   node bin/ringrun.js -np 4 node dist/examples/mnist/train.js --compression fp16     # gradients as fp16
  *   node bin/ringrun.js --elastic --min-np 2 -np 4 node dist/examples/mnist/train.js --elastic   # elastic.ts
  *
  * Each rank trains on its own quarter of the training set; DistributedOptimizer averages the
@@ -44,14 +45,18 @@ async function main(): Promise<void> {
   const perUpdate = passes === 1 ? 'per step' : `per update of ${passes} batches`;
   log(
     `MNIST on ${size} rank(s), tfjs backend ${tf.getBackend()}: ${perRank} training samples per rank, ` +
-      `batch ${options.batchSize} per rank (${options.batchSize * size * passes} ${perUpdate}), ${options.epochs} epoch(s)`,
+      `batch ${options.batchSize} per rank (${options.batchSize * size * passes} ${perUpdate}), ${options.epochs} epoch(s)` +
+      (options.compression === 'none' ? '' : `, gradients compressed to ${options.compression}`),
   );
 
   // The learning rate grows with the samples per update (× size × passes), reached by a warm-up.
   const lr = options.lr * size * passes;
   const model = buildModel();
   model.compile({
-    optimizer: new rrtf.DistributedOptimizer(tf.train.adam(lr), { backwardPassesPerStep: passes }),
+    optimizer: new rrtf.DistributedOptimizer(tf.train.adam(lr), {
+      backwardPassesPerStep: passes,
+      compression: options.compression,
+    }),
     loss: 'categoricalCrossentropy',
     metrics: ['accuracy'],
   });

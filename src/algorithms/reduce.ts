@@ -25,7 +25,9 @@ import { checkReduceOp, dtypeOf } from '../core/dtypes.js';
 export { type BitwiseOp, checkReduceOp, isBitwise, reduceOpFits } from '../core/dtypes.js';
 
 import { InvalidArgumentError } from '../core/errors.js';
-import type { DType, ReduceOp, TypedArray } from '../core/types.js';
+import { Float16Bits } from '../core/float16.js';
+import type { ReduceOp, TypedArray, WireDType } from '../core/types.js';
+import { divideHalves, maxHalf, minHalf, productHalf, scaleHalves, sumHalf } from './reduce_half.js';
 
 /** The element-wise operations; 'average' is a sum finished by `divideInPlace` (see `elementwiseOf`). */
 export type ElementwiseOp = Exclude<ReduceOp, 'average'>;
@@ -34,7 +36,7 @@ export type ElementwiseOp = Exclude<ReduceOp, 'average'>;
 export type ReduceKernel = (dst: TypedArray, dstOffset: number, src: TypedArray, srcOffset: number, length: number) => void;
 
 /** Picks the kernel for a dtype and an operation; called once per collective, not per segment. */
-export type KernelSelector = (dtype: DType, op: ElementwiseOp) => ReduceKernel;
+export type KernelSelector = (dtype: WireDType, op: ElementwiseOp) => ReduceKernel;
 
 type Floats = Float32Array | Float64Array;
 type SmallInts = Int8Array | Int16Array | Uint8Array | Uint16Array;
@@ -146,6 +148,8 @@ type KernelSet = Readonly<Partial<Record<ElementwiseOp, ReduceKernel>>>;
 
 // The casts are sound: a kernel is only ever called with two arrays of the dtype it was picked for.
 const kFloat = Object.freeze({ sum: sumFloat, product: productFloat, min: minFloat, max: maxFloat }) as KernelSet;
+// fp16 compression's wire dtype: decoded, combined in float32, re-encoded (reduce_half.ts).
+const kHalf = Object.freeze({ sum: sumHalf, product: productHalf, min: minHalf, max: maxHalf }) as KernelSet;
 const kSmall = Object.freeze({
   sum: sumSmall,
   product: productSmall,
@@ -174,7 +178,7 @@ const kBig = Object.freeze({
   bxor: xorBig,
 }) as KernelSet;
 
-const kKernels: Readonly<Record<DType, KernelSet>> = Object.freeze({
+const kKernels: Readonly<Record<WireDType, KernelSet>> = Object.freeze({
   float32: kFloat,
   float64: kFloat,
   int8: kSmall,
@@ -185,6 +189,7 @@ const kKernels: Readonly<Record<DType, KernelSet>> = Object.freeze({
   uint32: k32,
   int64: kBig,
   uint64: kBig,
+  float16: kHalf,
 });
 
 /** The portable JavaScript kernels. */
@@ -210,20 +215,25 @@ export function reduceInto(op: ElementwiseOp, dst: TypedArray, src: TypedArray, 
   kernels(dtype, op)(dst, 0, src, 0, dst.length);
 }
 
+/** The arrays of the float dtypes: float16 ones hold fp16 bits (Float16Bits). */
+export type FloatArray = Float32Array | Float64Array | Float16Bits;
+
 /** Finishes an 'average': buf[offset + i] /= divisor. Dividing (not multiplying by 1/n) keeps it correctly rounded. */
-export function divideInPlace(buf: Float32Array | Float64Array, divisor: number, offset = 0, length = buf.length - offset): void {
-  for (let i = 0; i < length; i++) buf[offset + i] /= divisor;
+export function divideInPlace(buf: FloatArray, divisor: number, offset = 0, length = buf.length - offset): void {
+  if (buf instanceof Float16Bits) divideHalves(buf, divisor, offset, length);
+  else for (let i = 0; i < length; i++) buf[offset + i] /= divisor;
 }
 
 /** Horovod's prescale and postscale factors: buf[offset + i] *= factor. */
-export function scaleInPlace(buf: Float32Array | Float64Array, factor: number, offset = 0, length = buf.length - offset): void {
+export function scaleInPlace(buf: FloatArray, factor: number, offset = 0, length = buf.length - offset): void {
   // 1 is both factors' default: skip the pass over the tensor that would rewrite it unchanged.
   if (factor === 1) return;
-  for (let i = 0; i < length; i++) buf[offset + i] *= factor;
+  if (buf instanceof Float16Bits) scaleHalves(buf, factor, offset, length);
+  else for (let i = 0; i < length; i++) buf[offset + i] *= factor;
 }
 
 /** The dtype of a buffer to reduce with `op`, after checking that the two go together. */
-export function reduceDType(buf: TypedArray, op: ReduceOp): DType {
+export function reduceDType(buf: TypedArray, op: ReduceOp): WireDType {
   const dtype = dtypeOf(buf);
   if (dtype === undefined) throw new InvalidArgumentError('buf must be a supported typed array');
   checkReduceOp(dtype, op);
@@ -245,5 +255,5 @@ export type FinishReduce = (buf: TypedArray, offset: number, length: number) => 
  */
 export function finishOf(op: ReduceOp, ranks: number): FinishReduce | undefined {
   if (op !== 'average') return undefined;
-  return (buf, offset, length) => divideInPlace(buf as Float32Array | Float64Array, ranks, offset, length);
+  return (buf, offset, length) => divideInPlace(buf as FloatArray, ranks, offset, length);
 }

@@ -4,7 +4,8 @@
  * (dtype, op) pairs SIMD has no instruction for (int8 product, 64-bit min/max), for short runs
  * where the copies cost more than they save, and where WebAssembly SIMD is unavailable. The
  * bitwise ops (band, bor, bxor) use v128.and/or/xor, one kernel for every integer dtype; on a
- * float dtype the selector throws the JavaScript selector's error.
+ * float dtype the selector throws the JavaScript selector's error. float16 (fp16 compression's
+ * wire dtype) has kernels that decode, combine in f32x4 and re-encode (wasm/half_kernels.ts).
  *
  * How it works: WebAssembly can only compute on its own memory, and the tensors live in
  * SharedArrayBuffers the module cannot map. So a kernel call walks the run in chunks of
@@ -18,9 +19,9 @@
  * are the same IEEE operations. Only a NaN's payload may differ (every rank runs the same kernel,
  * so the ranks still agree bit for bit).
  */
-import type { DType, TypedArray } from '../core/types.js';
+import type { TypedArray, WireDType } from '../core/types.js';
 import { type ElementwiseOp, isBitwise, type KernelSelector, type ReduceKernel, selectKernel } from './reduce.js';
-import { kPages, kSimdOps, type SimdKernelName, simdModuleBytes } from './wasm/simd_module.js';
+import { isSimdKernel, kPages, type SimdKernelName, simdModuleBytes } from './wasm/simd_module.js';
 
 /** Bytes of each operand area: half the module's memory. */
 const kChunkBytes = (kPages * 65536) / 2;
@@ -28,7 +29,7 @@ const kChunkBytes = (kPages * 65536) / 2;
 export const kWasmMinBytes = 1024;
 
 type SimdFn = (a: number, b: number, nbytes: number) => void;
-interface WasmMemory {
+export interface WasmMemory {
   readonly buffer: ArrayBuffer;
 }
 /** The part of the WebAssembly global used here (the project's lib settings do not declare it). */
@@ -38,7 +39,7 @@ interface WasmApi {
   Instance: new (module: object) => { readonly exports: Record<string, unknown> };
 }
 
-const kFamily: Readonly<Record<DType, string>> = {
+const kFamily: Readonly<Record<WireDType, string>> = {
   float32: 'f32',
   float64: 'f64',
   int8: 'i8',
@@ -49,18 +50,20 @@ const kFamily: Readonly<Record<DType, string>> = {
   uint32: 'i32',
   int64: 'i64',
   uint64: 'i64',
+  // Decoded, combined in float32 and re-encoded in SIMD (wasm/half_kernels.ts).
+  float16: 'f16',
 };
 
-function kernelName(dtype: DType, op: ElementwiseOp): SimdKernelName | undefined {
+function kernelName(dtype: WireDType, op: ElementwiseOp): SimdKernelName | undefined {
   const family = kFamily[dtype];
   // Only reached for integer dtypes: selectKernel, called first, refuses bitwise ops on floats.
   if (isBitwise(op)) return `v128_${op}`;
   let suffix: string = op;
-  if ((op === 'min' || op === 'max') && family !== 'f32' && family !== 'f64') {
+  if ((op === 'min' || op === 'max') && !family.startsWith('f')) {
     suffix = `${op}_${dtype.startsWith('u') ? 'u' : 's'}`;
   }
   const candidate = `${family}_${suffix}`;
-  return candidate in kSimdOps ? (candidate as SimdKernelName) : undefined;
+  return isSimdKernel(candidate) ? candidate : undefined;
 }
 
 /**
@@ -69,15 +72,8 @@ function kernelName(dtype: DType, op: ElementwiseOp): SimdKernelName | undefined
  * runtime has no WebAssembly SIMD.
  */
 export function createWasmKernels(): KernelSelector | undefined {
-  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
-  let exports: Record<string, unknown>;
-  try {
-    const bytes = simdModuleBytes();
-    if (!wasm?.validate(bytes)) return undefined;
-    exports = new wasm.Instance(new wasm.Module(bytes)).exports;
-  } catch {
-    return undefined;
-  }
+  const exports = instantiateSimd();
+  if (exports === undefined) return undefined;
   const memory = exports.mem as WasmMemory;
   const cache = new Map<string, ReduceKernel>();
   return (dtype, op) => {
@@ -91,6 +87,18 @@ export function createWasmKernels(): KernelSelector | undefined {
     }
     return kernel;
   };
+}
+
+/** The exports of a new instance of the SIMD module, or undefined when this runtime has no WebAssembly SIMD. */
+export function instantiateSimd(): Record<string, unknown> | undefined {
+  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
+  try {
+    const bytes = simdModuleBytes();
+    if (!wasm?.validate(bytes)) return undefined;
+    return new wasm.Instance(new wasm.Module(bytes)).exports;
+  } catch {
+    return undefined;
+  }
 }
 
 function simdKernel(run: SimdFn, memory: WasmMemory, fallback: ReduceKernel): ReduceKernel {

@@ -27,7 +27,7 @@
  */
 import { constructorOf, dtypeOf } from '../core/dtypes.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import type { DType, TypedArray } from '../core/types.js';
+import type { TypedArray, WireDType } from '../core/types.js';
 import type { Transport } from '../transport/transport.js';
 import { type AlgorithmOptions, resolveOptions } from './options.js';
 import { type PipelinePlan, runPipeline } from './pipeline.js';
@@ -95,7 +95,7 @@ export function checkTreeArguments(
   name: string,
   counts: readonly number[],
   root: number,
-): DType {
+): WireDType {
   const { rank, size } = transport;
   if (!Number.isSafeInteger(root) || root < 0 || root >= size) {
     throw new InvalidArgumentError(`root must be a rank in [0, ${size}), got ${root}`);
@@ -112,14 +112,14 @@ export function checkTreeArguments(
   return dtype;
 }
 
-export function checkSameDType(array: TypedArray, name: string, dtype: DType): void {
+export function checkSameDType(array: TypedArray, name: string, dtype: WireDType): void {
   const other = dtypeOf(array);
   if (other !== dtype) throw new InvalidArgumentError(`${name} must be a ${dtype} array, got ${other ?? 'an unsupported array'}`);
 }
 
 /** Runs `body` with a scratch array of `length` elements, from the pool when there is one. */
 export async function withScratch(
-  dtype: DType,
+  dtype: WireDType,
   length: number,
   pool: AlgorithmOptions['pool'],
   body: (scratch: TypedArray) => Promise<void>,

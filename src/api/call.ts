@@ -3,6 +3,7 @@
  * memory the engine works on, and how to turn the engine's completion into the caller's result),
  * and the context each op's preparation needs from its rank (api/ops/).
  */
+import type { HalfConverter } from '../algorithms/half_convert.js';
 import type { BufferPool } from '../core/buffer_pool.js';
 import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
 import type { CollectiveOp } from '../engine/messages.js';
@@ -16,6 +17,12 @@ export type Result<T extends TensorLike> = T extends TypedArray ? T : T extends 
 export interface Prepared extends Call {
   /** Pooled memory `buffer` views (an input copy), returned to the pool once the call settles. */
   staging?: SharedArrayBuffer;
+  /**
+   * Pooled memory that `finish` still reads (fp16 compression's wire copy of the result): back to
+   * the pool after `finish`, once the engine is done with it (runtime.ts sets `releaseHeld`).
+   */
+  heldStaging?: SharedArrayBuffer;
+  releaseHeld?: () => void;
   finish: (completion: Completion) => unknown;
 }
 
@@ -32,6 +39,8 @@ export interface CallContext {
   fresh(t: ParsedTensor, length?: number): TypedArray;
   /** Reused shared memory for input copies the engine needs (their layout is known only after negotiation). */
   readonly staging: BufferPool<SharedArrayBuffer>;
+  /** fp16 compression's float32 ⇄ fp16 conversions (WebAssembly SIMD where available), made at first use. */
+  halves(): HalfConverter;
 }
 
 /** The caller's result: `data` with the completion's shape, in the kind the caller passed. */

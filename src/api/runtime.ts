@@ -3,6 +3,7 @@
  * the collectives. The module-level functions of the package use a default instance; create
  * several instances to run several ranks in one process (the tests do).
  */
+import { createHalfConverter, type HalfConverter } from '../algorithms/half_convert.js';
 import { BufferPool } from '../core/buffer_pool.js';
 import { type Config, type InitOptions, kVersion, resolveConfig } from '../core/config.js';
 import { allocShared } from '../core/dtypes.js';
@@ -86,6 +87,8 @@ export class RingReduce {
    */
   private readonly staging = new BufferPool<SharedArrayBuffer>(kStagingRetainBytes, (bytes) => new SharedArrayBuffer(bytes));
   private shutDown = false;
+  /** fp16 compression's conversions: a WebAssembly instance, made by the first compressed call. */
+  private halfConverter: HalfConverter | undefined;
 
   /** What the ops' preparations (api/ops/) need from this rank, for the world's collectives. */
   private world: CallContext;
@@ -481,8 +484,13 @@ export class RingReduce {
       // Nothing was submitted: the claimed names and every member's memory go back now.
       for (const key of keys) this.inFlight.delete(key);
       for (const [i, call] of calls.entries()) {
-        if (i < keys.length) call.released?.();
-        else if (i > keys.length && call.staging) this.staging.release(call.staging);
+        if (i < keys.length) {
+          call.released?.();
+          call.releaseHeld?.();
+        } else if (i > keys.length) {
+          if (call.staging) this.staging.release(call.staging);
+          if (call.heldStaging) this.staging.release(call.heldStaging);
+        }
       }
       throw error;
     }
@@ -491,6 +499,7 @@ export class RingReduce {
       return completions.map((completion, i) => (calls[i] as Prepared).finish(completion));
     } finally {
       for (const key of keys) this.inFlight.delete(key);
+      for (const call of calls) call.releaseHeld?.();
     }
   }
 
@@ -540,6 +549,10 @@ export class RingReduce {
         return array;
       },
       staging: this.staging,
+      halves: () => {
+        this.halfConverter ??= createHalfConverter();
+        return this.halfConverter;
+      },
     };
   }
 
@@ -555,6 +568,7 @@ export class RingReduce {
       return prepared.finish(await this.engine.submit(prepared));
     } finally {
       this.inFlight.delete(key);
+      prepared.releaseHeld?.();
     }
   }
 
@@ -564,17 +578,33 @@ export class RingReduce {
       return prepared.finish(this.engine.submitSync(prepared));
     } finally {
       this.inFlight.delete(key);
+      prepared.releaseHeld?.();
     }
   }
 
   /**
    * Marks the name in flight in its set (names are scoped per set), and has the call's staging
    * memory go back to the pool once the engine is done with it (`released`). A call refused here
-   * gives it back at once. Returns the in-flight key.
+   * gives it back at once. Held staging goes back after `finish` (`releaseHeld`), and only if the
+   * engine is done with it: a call this thread gave up waiting for keeps it out of reuse. Returns
+   * the in-flight key.
    */
   private claim(prepared: Prepared): string {
-    const staging = prepared.staging;
-    if (staging) prepared.released = () => this.staging.release(staging);
+    const { staging, heldStaging } = prepared;
+    let engineDone = false;
+    if (staging || heldStaging) {
+      prepared.released = () => {
+        engineDone = true;
+        if (staging) this.staging.release(staging);
+      };
+    }
+    if (heldStaging) {
+      prepared.releaseHeld = () => {
+        if (!engineDone) return;
+        engineDone = false;
+        this.staging.release(heldStaging);
+      };
+    }
     const { op, name } = prepared.request;
     const key = `${prepared.set ?? 0}/${name}`;
     try {
@@ -585,6 +615,7 @@ export class RingReduce {
       }
     } catch (error) {
       prepared.released?.();
+      prepared.releaseHeld?.();
       throw error;
     }
     this.inFlight.add(key);

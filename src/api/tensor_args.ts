@@ -2,7 +2,7 @@
  * Argument checking at the edge, done once per call: after this the engine trusts what it gets.
  * Every error names the argument and what was wrong with it.
  */
-import { dtypeOf, isFloat, reduceOpFits } from '../core/dtypes.js';
+import { callerDTypeOf, dtypeOf, isFloat, reduceOpFits } from '../core/dtypes.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import { type DType, kReduceOps, type ReduceOp, type TensorLike, type TypedArray } from '../core/types.js';
 
@@ -21,7 +21,7 @@ function describe(value: unknown): string {
 }
 
 function checkDType(data: unknown, argName: string): DType {
-  const dtype = dtypeOf(data);
+  const dtype = callerDTypeOf(data);
   if (dtype === undefined) {
     const hint = data instanceof Uint8ClampedArray ? ' (Uint8ClampedArray clamps instead of wrapping; use Uint8Array)' : '';
     throw new InvalidArgumentError(
@@ -182,9 +182,7 @@ function sharedOnly(out: TypedArray): TypedArray {
  */
 export function parseSharedOut(out: unknown): { array: TypedArray; dtype: DType } | undefined {
   if (out === undefined) return undefined;
-  const dtype = dtypeOf(out);
-  if (dtype === undefined) throw new InvalidArgumentError(`option 'out' must be a typed array, got ${describe(out)}`);
-  return { array: sharedOnly(out as TypedArray), dtype };
+  return { array: sharedOnly(out as TypedArray), dtype: checkDType(out, "option 'out'") };
 }
 
 export function checkOptions(options: unknown, allowed: readonly string[]): Record<string, unknown> {

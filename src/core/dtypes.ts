@@ -1,6 +1,7 @@
 /** The mapping between typed array classes and dtypes, and the element sizes behind it. */
 import { InvalidArgumentError } from './errors.js';
-import type { DType, ReduceOp, TypedArray } from './types.js';
+import { Float16Bits } from './float16.js';
+import type { DType, ReduceOp, TypedArray, WireDType } from './types.js';
 
 export type TypedArrayConstructor = {
   new (length: number): TypedArray;
@@ -9,7 +10,7 @@ export type TypedArrayConstructor = {
   readonly name: string;
 };
 
-const kConstructors: Record<DType, TypedArrayConstructor> = {
+const kConstructors: Record<WireDType, TypedArrayConstructor> = {
   float32: Float32Array,
   float64: Float64Array,
   int8: Int8Array,
@@ -20,9 +21,10 @@ const kConstructors: Record<DType, TypedArrayConstructor> = {
   uint32: Uint32Array,
   int64: BigInt64Array as unknown as TypedArrayConstructor,
   uint64: BigUint64Array as unknown as TypedArrayConstructor,
+  float16: Float16Bits,
 };
 
-/** Wire codes of the dtypes (stable: they travel in negotiation messages). */
+/** The dtypes a caller's tensor may have. */
 export const kDTypes: readonly DType[] = [
   'float32',
   'float64',
@@ -36,9 +38,14 @@ export const kDTypes: readonly DType[] = [
   'uint64',
 ];
 
+/** Wire codes of the dtypes (stable, append only: they travel in negotiation messages). */
+export const kWireDTypes: readonly WireDType[] = [...kDTypes, 'float16'];
+
 /** The dtype of a typed array, or undefined when it is not one ringreduce accepts. */
-export function dtypeOf(value: unknown): DType | undefined {
+export function dtypeOf(value: unknown): WireDType | undefined {
   if (value instanceof Float32Array) return 'float32';
+  // Before Uint16Array: Float16Bits is one.
+  if (value instanceof Float16Bits) return 'float16';
   if (value instanceof Float64Array) return 'float64';
   if (value instanceof Int32Array) return 'int32';
   if (value instanceof BigInt64Array) return 'int64';
@@ -51,30 +58,45 @@ export function dtypeOf(value: unknown): DType | undefined {
   return undefined;
 }
 
-export function constructorOf(dtype: DType): TypedArrayConstructor {
+/** A caller's dtype: what dtypeOf says, except the engine's own 'float16'. */
+export function callerDTypeOf(value: unknown): DType | undefined {
+  const dtype = dtypeOf(value);
+  return dtype === 'float16' ? undefined : dtype;
+}
+
+/**
+ * `array` as the class of `dtype`: a posted Float16Bits arrives as a plain Uint16Array (the
+ * structured clone knows only the built-in classes), and the kernels pick by class.
+ */
+export function asDType<A extends TypedArray | undefined>(dtype: WireDType, array: A): A {
+  if (array === undefined || dtype !== 'float16' || array instanceof Float16Bits) return array;
+  return viewOf(dtype, array.buffer, array.byteOffset, array.length) as A;
+}
+
+export function constructorOf(dtype: WireDType): TypedArrayConstructor {
   return kConstructors[dtype];
 }
 
-export function bytesPerElement(dtype: DType): number {
+export function bytesPerElement(dtype: WireDType): number {
   return kConstructors[dtype].BYTES_PER_ELEMENT;
 }
 
-export function isFloat(dtype: DType): boolean {
-  return dtype === 'float32' || dtype === 'float64';
+export function isFloat(dtype: WireDType): boolean {
+  return dtype === 'float32' || dtype === 'float64' || dtype === 'float16';
 }
 
-export function isBigInt(dtype: DType): boolean {
+export function isBigInt(dtype: WireDType): boolean {
   return dtype === 'int64' || dtype === 'uint64';
 }
 
 /** A typed array of `dtype` viewing `length` elements of `buffer` from `byteOffset`. */
-export function viewOf(dtype: DType, buffer: ArrayBufferLike, byteOffset = 0, length?: number): TypedArray {
+export function viewOf(dtype: WireDType, buffer: ArrayBufferLike, byteOffset = 0, length?: number): TypedArray {
   const Ctor = kConstructors[dtype];
   return length === undefined ? new Ctor(buffer, byteOffset) : new Ctor(buffer, byteOffset, length);
 }
 
 /** A zero-filled typed array of `dtype` backed by a SharedArrayBuffer (shared with the engine worker). */
-export function allocShared(dtype: DType, length: number): TypedArray {
+export function allocShared(dtype: WireDType, length: number): TypedArray {
   const Ctor = kConstructors[dtype];
   return new Ctor(new SharedArrayBuffer(length * Ctor.BYTES_PER_ELEMENT), 0, length);
 }
@@ -87,12 +109,12 @@ export function isBitwise(op: ReduceOp): op is BitwiseOp {
 }
 
 /** Whether `op` is defined on `dtype`: 'average' on floats only (an integer one would truncate), bitwise ops on integers only. */
-export function reduceOpFits(dtype: DType, op: ReduceOp): boolean {
+export function reduceOpFits(dtype: WireDType, op: ReduceOp): boolean {
   return isFloat(dtype) ? !isBitwise(op) : op !== 'average';
 }
 
 /** Throws an InvalidArgumentError naming the op and the dtype unless `reduceOpFits(dtype, op)`. */
-export function checkReduceOp(dtype: DType, op: ReduceOp): void {
+export function checkReduceOp(dtype: WireDType, op: ReduceOp): void {
   if (reduceOpFits(dtype, op)) return;
   const needs = isFloat(dtype) ? 'an integer' : 'a float';
   throw new InvalidArgumentError(`op '${op}' needs ${needs} dtype, got ${dtype}`);
@@ -101,9 +123,9 @@ export function checkReduceOp(dtype: DType, op: ReduceOp): void {
 /**
  * The identity of `op` on `dtype`: what a rank that has joined (it has no more data) contributes,
  * so that the reduction is the one over the other ranks. 'average' is a sum here (the divisor is
- * the number of ranks that contributed).
+ * the number of ranks that contributed). For 'float16' it is the value's bits, as the array stores them.
  */
-export function reduceIdentity(op: ReduceOp, dtype: DType): number | bigint {
+export function reduceIdentity(op: ReduceOp, dtype: WireDType): number | bigint {
   const big = isBigInt(dtype);
   switch (op) {
     case 'sum':
@@ -112,7 +134,8 @@ export function reduceIdentity(op: ReduceOp, dtype: DType): number | bigint {
     case 'bxor':
       return big ? 0n : 0;
     case 'product':
-      return big ? 1n : 1;
+      // float16 holds bits: 0x3c00 is 1.0.
+      return big ? 1n : dtype === 'float16' ? 0x3c00 : 1;
     case 'band':
       // All bits set: -1 stores as the largest value of an unsigned type.
       return big ? -1n : -1;
@@ -123,9 +146,12 @@ export function reduceIdentity(op: ReduceOp, dtype: DType): number | bigint {
   }
 }
 
-function extreme(dtype: DType, which: 'largest' | 'smallest'): number | bigint {
+function extreme(dtype: WireDType, which: 'largest' | 'smallest'): number | bigint {
   const largest = which === 'largest';
   switch (dtype) {
+    case 'float16':
+      // The bits of +Infinity and -Infinity.
+      return largest ? 0x7c00 : 0xfc00;
     case 'float32':
     case 'float64':
       return largest ? Number.POSITIVE_INFINITY : Number.NEGATIVE_INFINITY;

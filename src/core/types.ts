@@ -3,6 +3,17 @@
 export type DType = 'float32' | 'float64' | 'int8' | 'int16' | 'int32' | 'uint8' | 'uint16' | 'uint32' | 'int64' | 'uint64';
 
 /**
+ * What the engine and the algorithms move: a caller's dtype, or 'float16', the wire form of
+ * float32 tensors under `compression: 'fp16'` (IEEE binary16 in a Float16Bits, core/float16.ts;
+ * reduced in float32). Callers never pass or receive it.
+ */
+export type WireDType = DType | 'float16';
+
+/** The compressions of option 'compression': 'fp16' sends float32 tensors as IEEE binary16. */
+export const kCompressions = ['none', 'fp16'] as const;
+export type Compression = (typeof kCompressions)[number];
+
+/**
  * The reduce ops, in wire order (append only): their index is their code in negotiation messages.
  * 'average' is for float dtypes only, the bitwise 'band', 'bor' and 'bxor' for integer ones only.
  */

@@ -9,7 +9,7 @@
  * counts. The primitives, and the decoder's bounds checks, are in wire.ts.
  */
 
-import { kDTypes } from '../core/dtypes.js';
+import { kWireDTypes } from '../core/dtypes.js';
 import { kErrorClassNames } from '../core/errors.js';
 import { type ControlMessage, kPeerOutcomes, type Request, type WireResponse } from './messages.js';
 import type { RequestBase } from './ops/op_spec.js';
@@ -22,7 +22,7 @@ const kTypes = ['requests', 'responses', 'ready', 'shutdown', 'shutdown-ack', 'p
 function writeRequest(w: Writer, r: Request): void {
   w.str(r.name);
   w.u8(codeOf(kCollectiveOps, r.op));
-  w.u8(codeOf(kDTypes, r.dtype));
+  w.u8(codeOf(kWireDTypes, r.dtype));
   writeShape(w, r.shape);
   // A group: its name ('' for none), size and this member's index.
   w.str(r.group?.name ?? '');
@@ -36,7 +36,7 @@ function writeRequest(w: Writer, r: Request): void {
 function readRequest(r: Reader): Request {
   const name = r.str('tensor name');
   const op = r.enumOf(kCollectiveOps, 'op');
-  const dtype = r.enumOf(kDTypes, 'dtype');
+  const dtype = r.enumOf(kWireDTypes, 'dtype');
   const shape = readShape(r, 'shape');
   const groupName = r.str('group name');
   const base: RequestBase = { name, op, dtype, shape };
@@ -121,7 +121,7 @@ export function encodeControl(message: ControlMessage): Uint8Array {
   } else if (message.type === 'p2p-offer') {
     w.u32(message.tag);
     w.u32(message.sequence);
-    w.u8(codeOf(kDTypes, message.dtype));
+    w.u8(codeOf(kWireDTypes, message.dtype));
     w.f64(message.length);
   } else if (message.type === 'p2p-answer') {
     w.u32(message.sequence);
@@ -164,7 +164,7 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
   } else if (type === 'p2p-offer') {
     const tag = r.u32('tag');
     const sequence = r.u32('sequence');
-    const dtype = r.enumOf(kDTypes, 'dtype');
+    const dtype = r.enumOf(kWireDTypes, 'dtype');
     const length = r.dim('length');
     message = { type, tag, sequence, dtype, length };
   } else if (type === 'p2p-answer') {

@@ -16,6 +16,7 @@ import { hierarchyOf, uniformHostLayout } from '../algorithms/hierarchy.js';
 import { type KernelSelector, selectKernel } from '../algorithms/reduce.js';
 import { createWasmKernels } from '../algorithms/reduce_wasm.js';
 import type { Config } from '../core/config.js';
+import { asDType } from '../core/dtypes.js';
 import {
   fromErrorRecord,
   InvalidArgumentError,
@@ -140,6 +141,8 @@ export class Engine {
       this.p2p.submit(id, request, buffer as NonNullable<Entry['buffer']>);
       return;
     }
+    buffer = asDType(request.dtype, buffer);
+    output = asDType(request.dtype, output);
     // The queue entry is the unsettled record too (stamped for stats): nothing more per call.
     const entry: Entry & Unsettled = output ? { id, request, buffer, output, submittedMs } : { id, request, buffer, submittedMs };
     this.unsettled.set(id, entry);

@@ -7,7 +7,7 @@
  * cache knows skip rank 0: ranks agree on them among themselves in ready rounds.
  */
 import type { ErrorClassName } from '../core/errors.js';
-import type { DType } from '../core/types.js';
+import type { WireDType } from '../core/types.js';
 import type { Agreement } from './ops/op_spec.js';
 import type { Request } from './ops/registry.js';
 
@@ -73,7 +73,7 @@ export type ControlMessage =
   | { type: 'shutdown' }
   | { type: 'shutdown-ack' }
   /** Point-to-point (point_to_point.ts), between the two ranks only: a send offers its message... */
-  | { type: 'p2p-offer'; tag: number; sequence: number; dtype: DType; length: number }
+  | { type: 'p2p-offer'; tag: number; sequence: number; dtype: WireDType; length: number }
   /**
    * ...the receiver accepts it (the data follows), refuses it (with the mismatch both sides
    * report), or confirms that the sender withdrew it before it was matched...

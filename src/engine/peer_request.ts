@@ -1,5 +1,5 @@
 /** What the caller's side submits for a send or a recv (point_to_point.ts runs it). */
-import type { DType } from '../core/types.js';
+import type { WireDType } from '../core/types.js';
 
 /** A send or recv, as the caller's side submits it. */
 export interface PeerRequest {
@@ -10,6 +10,6 @@ export interface PeerRequest {
   peer: number;
   /** The user's tag. */
   tag: number;
-  dtype: DType;
+  dtype: WireDType;
   length: number;
 }

@@ -34,7 +34,7 @@
  * A rank never sends to itself; `peer` is always in [0, size) and differs from `rank`.
  */
 import { InvalidArgumentError, type PeerFailureError } from '../core/errors.js';
-import type { DType, ReduceOp, TypedArray } from '../core/types.js';
+import type { ReduceOp, TypedArray, WireDType } from '../core/types.js';
 
 /** Tags are u32 on every backend (4 bytes in a frame, an MPI tag space the addon maps onto). */
 export const kMaxTag = 0xffff_ffff;
@@ -82,7 +82,7 @@ export type NativeOp = 'allreduce' | 'allgather' | 'broadcast' | 'reducescatter'
  * same collective with the same counts, root and op.
  */
 export interface NativeCollectives {
-  supports(op: NativeOp, dtype: DType, reduceOp?: ReduceOp): boolean;
+  supports(op: NativeOp, dtype: WireDType, reduceOp?: ReduceOp): boolean;
   /** In place on `buf`. */
   allreduce(buf: TypedArray, reduceOp: ReduceOp): Promise<void>;
   /** `out` holds every rank's block (counts[r] elements); this rank's block is already in place. */

@@ -4,6 +4,7 @@
  * whole group at once, so a group with a member missing on one rank needs this), and a memory
  * rank's engine (its execution counts).
  */
+import { kJsHalfConverter } from '../../src/algorithms/half_convert.js';
 import type { CallContext } from '../../src/api/call.js';
 import type { EngineLink } from '../../src/api/engine_client.js';
 import { prepareAllreduce } from '../../src/api/ops/allreduce.js';
@@ -48,6 +49,7 @@ export async function allreduceGroupMember(rr: RingReduce, tensor: TensorLike, m
     nameFor: (_op, name) => name as string,
     fresh: (t, length = t.data.length) => allocShared(t.dtype, length),
     staging: new BufferPool<SharedArrayBuffer>(0, (bytes) => new SharedArrayBuffer(bytes)),
+    halves: () => kJsHalfConverter,
   };
   const prepared = prepareAllreduce(context, tensor, { name: `${member.group}/${member.index}`, op: member.op ?? 'sum' });
   (prepared.request as Request).group = { name: member.group, size: member.size, index: member.index };

@@ -12,6 +12,7 @@ import { createWasmKernels, kWasmMinBytes } from '../../src/algorithms/reduce_wa
 import { kSimdOps } from '../../src/algorithms/wasm/simd_module.js';
 import { bytesPerElement, isFloat, kDTypes } from '../../src/core/dtypes.js';
 import { InvalidArgumentError } from '../../src/core/errors.js';
+import { Float16Bits } from '../../src/core/float16.js';
 import type { DType, TypedArray } from '../../src/core/types.js';
 import { opsFor, randomArray, seeded } from './support/typed_data.js';
 
@@ -103,5 +104,46 @@ describe('WebAssembly SIMD reduce kernels', () => {
         );
       }
     }
+  });
+});
+
+describe('WebAssembly SIMD kernels of float16 (fp16 compression)', () => {
+  const isNaNHalf = (h: number) => (h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0;
+
+  it('equal the JavaScript kernels for every half against several partners, every op', { skip: !wasm }, () => {
+    const n = 65536;
+    for (const op of ['sum', 'product', 'min', 'max'] as const) {
+      for (const partner of [0, 1, 7, 0x03ff, 0x0400, 0x3c00, 0x7bff, 0x8000, 12345]) {
+        const a = new Float16Bits(n);
+        const b = new Float16Bits(n);
+        for (let i = 0; i < n; i++) {
+          a[i] = i;
+          b[i] = (i * 31 + partner) & 0xffff;
+        }
+        const js = a.slice() as Float16Bits;
+        const simd = a.slice() as Float16Bits;
+        selectKernel('float16', op)(js, 0, b, 0, n);
+        (wasm as NonNullable<typeof wasm>)('float16', op)(simd, 0, b, 0, n);
+        for (let i = 0; i < n; i++) {
+          const [x, y] = [js[i] as number, simd[i] as number];
+          if (x !== y && !(isNaNHalf(x) && isNaNHalf(y))) {
+            assert.fail(
+              `${op}: ${a[i]?.toString(16)} with ${b[i]?.toString(16)} gives ${x.toString(16)} in JS, ${y.toString(16)} in SIMD`,
+            );
+          }
+        }
+      }
+    }
+  });
+
+  it('respect offsets and lengths that are not whole vectors', { skip: !wasm }, () => {
+    const n = 3000;
+    const a = new Float16Bits(n + 10).map((_, i) => 0x3c00 + (i % 500));
+    const b = new Float16Bits(n + 10).map((_, i) => 0x3800 + (i % 300));
+    const js = a.slice() as Float16Bits;
+    const simd = a.slice() as Float16Bits;
+    selectKernel('float16', 'sum')(js, 3, b, 7, n);
+    (wasm as NonNullable<typeof wasm>)('float16', 'sum')(simd, 3, b, 7, n);
+    assert.deepEqual([...simd], [...js]);
   });
 });

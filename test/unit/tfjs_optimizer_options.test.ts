@@ -117,6 +117,28 @@ test('bad backwardPassesPerStep and averageAggregatedGradients are refused', () 
   );
 });
 
+test("compression 'fp16' averages the gradients as halves; a bad compression is refused", async () => {
+  // 1 + 2^-20 is 1 in fp16: the update shows whether the gradients travelled compressed.
+  const fine = 1 + 2 ** -20;
+  for (const compression of ['fp16', 'none'] as const) {
+    const updates = await Promise.all(
+      world.map(async (runtime) => {
+        const v = tf.variable(tf.zeros([2]));
+        const optimizer = new DistributedOptimizer(tf.train.sgd(1), { runtime, compression, name: `fp16.${compression}` });
+        await step(optimizer, v, [fine, 3]);
+        return Array.from(v.dataSync());
+      }),
+    );
+    const want = compression === 'fp16' ? [-1, -3] : [-Math.fround(fine), -3];
+    for (const update of updates) assert.deepEqual(update, want, compression);
+  }
+  const [runtime] = single as [RingReduce];
+  assert.throws(
+    () => new DistributedOptimizer(tf.train.sgd(1), { runtime, compression: 'fp8' as 'fp16' }),
+    /compression must be 'none' or 'fp16', got fp8/,
+  );
+});
+
 test('with a process set, gradients, metrics, broadcasts and shards stay within the set', async () => {
   const results = await Promise.all(
     world.map(async (runtime, rank) => {

@@ -5,7 +5,9 @@
  * Every exported function is `(a: i32, b: i32, nbytes: i32)`: for each 16-byte vector in
  * [a, a + nbytes), a[..] = op(a[..], b[..]), unrolled four times, so nbytes must be a multiple
  * of 64. The module exports its memory ("mem", kPages pages); the caller copies operands in.
+ * The fp16 kernels (half_kernels.ts) have the same signature.
  */
+import { conversionBody, type HalfConversion, halfKernelBody, kHalfConversions, kHalfOps } from './half_kernels.js';
 
 /** One exported kernel: its name and its SIMD opcode (after the 0xfd prefix). */
 export const kSimdOps = {
@@ -41,7 +43,12 @@ export const kSimdOps = {
   v128_bor: 0x50,
   v128_bxor: 0x51,
 } as const;
-export type SimdKernelName = keyof typeof kSimdOps;
+export type SimdKernelName = keyof typeof kSimdOps | keyof typeof kHalfOps;
+
+/** Every kernel the module exports. */
+export function isSimdKernel(name: string): name is SimdKernelName {
+  return name in kSimdOps || name in kHalfOps;
+}
 
 /** Memory pages (64 KiB each): two operand areas of kPages / 2 pages. */
 export const kPages = 2;
@@ -95,7 +102,7 @@ function kernelBody(opcode: number): number[] {
 }
 
 export function simdModuleBytes(): Uint8Array {
-  const names = Object.keys(kSimdOps) as SimdKernelName[];
+  const names = [...Object.keys(kSimdOps), ...Object.keys(kHalfOps), ...kHalfConversions] as (SimdKernelName | HalfConversion)[];
   const types = section(1, [1, 0x60, 3, 0x7f, 0x7f, 0x7f, 0]); // (i32, i32, i32) -> ()
   const functions = section(3, [...uleb(names.length), ...names.map(() => 0)]);
   const memory = section(5, [1, 0, kPages]); // one memory, min kPages
@@ -106,6 +113,11 @@ export function simdModuleBytes(): Uint8Array {
     2,
     0,
   ]);
-  const code = section(10, [...uleb(names.length), ...names.flatMap((n) => kernelBody(kSimdOps[n]))]);
+  const body = (n: SimdKernelName | HalfConversion) => {
+    if (n in kHalfOps) return halfKernelBody(kHalfOps[n as keyof typeof kHalfOps]);
+    if (n in kSimdOps) return kernelBody(kSimdOps[n as keyof typeof kSimdOps]);
+    return conversionBody(n as HalfConversion);
+  };
+  const code = section(10, [...uleb(names.length), ...names.flatMap(body)]);
   return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0, ...types, ...functions, ...memory, ...exports, ...code]);
 }

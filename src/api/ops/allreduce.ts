@@ -1,7 +1,8 @@
 /** allreduce on the caller's side: options, the input copy, and the result. */
-import type { ReduceOp, TypedArray } from '../../core/types.js';
+import type { Compression, ReduceOp, TypedArray } from '../../core/types.js';
 import type { AllreduceRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
+import { compressToStaging, decompress, parseCompression } from '../compression.js';
 import type { ProcessSet } from '../process_set.js';
 import { checkOptions, parseName, parseOut, parseReduceOp, parseScales, parseTensor } from '../tensor_args.js';
 
@@ -21,15 +22,37 @@ export interface AllreduceOptions {
   prescale?: number;
   /** Multiplies the result (float tensors; Horovod's postscale_factor). Default 1. */
   postscale?: number;
+  /**
+   * 'fp16' sends a float32 tensor as IEEE half precision (Horovod's Compression.fp16): half the
+   * bytes on the wire, reduced in float32 at each step, the result decoded back to float32.
+   * Values round to nearest even; beyond ±65504 they become ±Infinity, below 2^-24 they flush
+   * to zero. Every rank must pass the same compression. Other dtypes are refused. Default 'none'.
+   */
+  compression?: Compression;
 }
 
 export function prepareAllreduce(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'op', 'out', 'prescale', 'postscale', 'processSet']);
+  const o = checkOptions(options, ['name', 'op', 'out', 'prescale', 'postscale', 'processSet', 'compression']);
   const t = parseTensor(tensor);
   const reduceOp = parseReduceOp(o.op, t.dtype);
   const scales = parseScales(o, t.dtype);
   const out = parseOut(o.out, t);
+  const compression = parseCompression(o.compression, t);
   // Every check is done: only now may the call take an unnamed name (ranks match them by count).
+  if (compression === 'fp16') {
+    // The engine reduces the halves in place; finish decodes them before they go back to the pool.
+    const { buffer: halves, staging } = compressToStaging(ctx, t);
+    const request: AllreduceRequest = {
+      name: ctx.nameFor('allreduce', parseName(o.name)),
+      op: 'allreduce',
+      dtype: 'float16',
+      shape: t.shape,
+      reduceOp,
+      ...scales,
+    };
+    const finish = () => resultLike(t, decompress(ctx, t, halves, out as Float32Array | undefined), t.shape);
+    return { request, buffer: halves, heldStaging: staging, finish };
+  }
   // The engine reduces in place: the result's memory starts as a copy of the input.
   const buffer = out ?? ctx.fresh(t);
   if (buffer !== t.data) buffer.set(t.data as never);

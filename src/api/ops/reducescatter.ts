@@ -1,9 +1,10 @@
 /** reducescatter on the caller's side: options, the input copy, this rank's rows of the result. */
-import type { ReduceOp, TypedArray } from '../../core/types.js';
+import type { Compression, ReduceOp, TypedArray } from '../../core/types.js';
 import { elementCount } from '../../engine/ops/agreement.js';
 import { splitRows } from '../../engine/ops/reducescatter.js';
 import type { ReducescatterRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
+import { compressToStaging, decompress, parseCompression, stagedHalves } from '../compression.js';
 import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
 import {
@@ -33,10 +34,12 @@ export interface ReducescatterOptions {
    * rows are work space, left holding partial sums.
    */
   out?: TypedArray;
+  /** As for allreduce: 'fp16' sends a float32 tensor as half precision, reduced in float32. Default 'none'. */
+  compression?: Compression;
 }
 
 export function prepareReducescatter(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'op', 'prescale', 'postscale', 'out', 'processSet']);
+  const o = checkOptions(options, ['name', 'op', 'prescale', 'postscale', 'out', 'processSet', 'compression']);
   const t = parseTensor(tensor);
   const rows = firstDimension(t, 'reducescatter');
   const reduceOp = parseReduceOp(o.op, t.dtype);
@@ -44,15 +47,24 @@ export function prepareReducescatter(ctx: CallContext, tensor: unknown, options:
   const rowSize = elementCount(t.shape.slice(1));
   const myRows = splitRows(rows, ctx.size)[ctx.rank] ?? 0;
   const out = parseOutOfLength(o.out, t, myRows * rowSize, `this rank's ${myRows} rows of the result`);
-  const output = out ?? ctx.fresh(t, myRows * rowSize);
+  const compressed = parseCompression(o.compression, t) === 'fp16';
   const request: ReducescatterRequest = {
     name: ctx.nameFor('reducescatter', parseName(o.name)),
     op: 'reducescatter',
-    dtype: t.dtype,
+    dtype: compressed ? 'float16' : t.dtype,
     shape: t.shape,
     reduceOp,
     ...scales,
   };
+  const shape = [myRows, ...t.shape.slice(1)];
+  if (compressed) {
+    // The input's halves are work space; this rank's rows come back as halves, decoded by finish.
+    const { buffer, staging } = compressToStaging(ctx, t);
+    const held = stagedHalves(ctx, myRows * rowSize);
+    const finish = () => resultLike(t, decompress(ctx, t, held.buffer, out as Float32Array | undefined), shape);
+    return { request, buffer, staging, output: held.buffer, heldStaging: held.staging, finish };
+  }
+  const output = out ?? ctx.fresh(t, myRows * rowSize);
   const offset =
     splitRows(rows, ctx.size)
       .slice(0, ctx.rank)
@@ -60,7 +72,6 @@ export function prepareReducescatter(ctx: CallContext, tensor: unknown, options:
   // The reduction works over a copy of the whole input (in place: the tensor); only this rank's rows come back.
   const { buffer, staging } =
     out && isOwnRows(out, t.data, offset) ? { buffer: t.data, staging: undefined } : copyToStaging(ctx, t);
-  const shape = [myRows, ...t.shape.slice(1)];
   const prepared: Prepared = { request, buffer, output, finish: () => resultLike(t, output, shape) };
   if (staging) prepared.staging = staging;
   return prepared;

@@ -43,7 +43,14 @@ export function firstMismatch<R>(
   return undefined;
 }
 
-export const kDTypeCheck: FieldCheck<RequestBase> = { what: 'data types', text: (r) => r.dtype };
+/**
+ * The dtype on the wire, and so the compression too: a float32 tensor under compression 'fp16'
+ * travels as 'float16', which the message spells out so that a rank without it sees why.
+ */
+export const kDTypeCheck: FieldCheck<RequestBase> = {
+  what: 'data types',
+  text: (r) => (r.dtype === 'float16' ? "float32 with compression 'fp16'" : r.dtype),
+};
 export const kShapeCheck: FieldCheck<RequestBase> = { what: 'shapes', text: (r) => shapeText(r.shape) };
 export const kNdimCheck: FieldCheck<RequestBase> = {
   what: 'tensor ranks (number of dimensions)',

@@ -4,13 +4,13 @@
  * contributed.
  */
 import { allocShared, reduceIdentity } from '../../core/dtypes.js';
-import type { DType, ReduceOp, TypedArray } from '../../core/types.js';
+import type { ReduceOp, TypedArray, WireDType } from '../../core/types.js';
 import { elementCount } from './agreement.js';
 import type { Agreement, Refusal } from './op_spec.js';
 import type { ScaleFactors } from './scaling.js';
 
 /** Shared memory of `shape` holding `op`'s identity on `dtype`. */
-export function identityBuffer(dtype: DType, shape: readonly number[], op: ReduceOp): TypedArray {
+export function identityBuffer(dtype: WireDType, shape: readonly number[], op: ReduceOp): TypedArray {
   const buffer = allocShared(dtype, elementCount(shape));
   buffer.fill(reduceIdentity(op, dtype) as never);
   return buffer;

@@ -10,7 +10,7 @@ import type { AlgorithmOptions } from '../../algorithms/options.js';
 import type { KernelSelector } from '../../algorithms/reduce.js';
 import type { BufferPool } from '../../core/buffer_pool.js';
 import type { ErrorClassName } from '../../core/errors.js';
-import type { DType, HierarchicalMode, TypedArray } from '../../core/types.js';
+import type { HierarchicalMode, TypedArray, WireDType } from '../../core/types.js';
 import type { NativeCollectives, Transport } from '../../transport/transport.js';
 import type { Reader, Writer } from '../wire.js';
 
@@ -19,7 +19,7 @@ export interface RequestBase<Op extends string = string> {
   /** The same name on every rank is the same collective. */
   name: string;
   op: Op;
-  dtype: DType;
+  dtype: WireDType;
   /** This rank's tensor shape ([0] when the rank passes no tensor: a barrier). */
   shape: number[];
   /** A member of a grouped collective: it runs only together with the whole group (groups.ts). */

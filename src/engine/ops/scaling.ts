@@ -4,7 +4,7 @@
  * rank, as part of the collective. A factor of 1 is left out of the request, so a request without
  * factors has one representation on every rank and in the response cache.
  */
-import { scaleInPlace } from '../../algorithms/reduce.js';
+import { type FloatArray, scaleInPlace } from '../../algorithms/reduce.js';
 import type { TypedArray } from '../../core/types.js';
 import type { Reader, Writer } from '../wire.js';
 import type { FieldCheck } from './agreement.js';
@@ -40,5 +40,5 @@ export function isScaled(r: ScaleFactors): boolean {
 
 /** Multiplies `buf` (a float tensor: the API refuses factors on integers) by `factor`. */
 export function scale(buf: TypedArray, factor: number | undefined): void {
-  if (factor !== undefined && factor !== 1) scaleInPlace(buf as Float32Array | Float64Array, factor);
+  if (factor !== undefined && factor !== 1) scaleInPlace(buf as FloatArray, factor);
 }

@@ -29,9 +29,9 @@
  * rank ends the whole MPI job with a message naming the collective: a clear failure instead of
  * a hang, and no thread left blocked in MPI.
  */
-import { dtypeOf, isFloat } from '../../core/dtypes.js';
+import { callerDTypeOf, isFloat } from '../../core/dtypes.js';
 import { InvalidArgumentError } from '../../core/errors.js';
-import type { DType, ReduceOp, TypedArray } from '../../core/types.js';
+import type { DType, ReduceOp, TypedArray, WireDType } from '../../core/types.js';
 import type { NativeCollectives, NativeOp } from '../transport.js';
 import { translateNativeError } from './mpi_errors.js';
 import { kDTypeCodes, kReduceOpCodes, type MpiBinding, type MpiWorldInfo, type NativeComm } from './native_binding.js';
@@ -57,8 +57,9 @@ const kCommMethod: Record<NativeOp, keyof NativeComm> = {
 const kReducing: ReadonlySet<NativeOp> = new Set<NativeOp>(['allreduce', 'reducescatter', 'reduce']);
 const kBitwise: ReadonlySet<string> = new Set(['band', 'bor', 'bxor']);
 
+/** MPI knows the callers' dtypes only: supports() keeps the wire's float16 on the ring. */
 function dtypeOfArray(buf: TypedArray): DType {
-  const dtype = dtypeOf(buf);
+  const dtype = callerDTypeOf(buf);
   if (dtype === undefined) throw new InvalidArgumentError(`not a typed array ringreduce supports: ${buf.constructor.name}`);
   return dtype;
 }
@@ -81,8 +82,10 @@ export class MpiCollectives implements NativeCollectives {
     private readonly ioTimeoutMs: number,
   ) {}
 
-  supports(op: NativeOp, dtype: DType, reduceOp?: ReduceOp): boolean {
+  supports(op: NativeOp, dtype: WireDType, reduceOp?: ReduceOp): boolean {
     if (typeof this.comm[kCommMethod[op]] !== 'function') return false;
+    // fp16 compression's wire dtype has no MPI datatype (nor a float32-accumulating MPI_Op).
+    if (!(kDTypeCodes as readonly WireDType[]).includes(dtype)) return false;
     if (reduceOp === undefined || !kReducing.has(op)) return true;
     if (!kReduceOpCodes.includes(reduceOp)) return false;
     if (reduceOp === 'average') return isFloat(dtype);

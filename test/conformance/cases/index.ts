@@ -9,6 +9,7 @@ import { alltoallCases } from './alltoall.js';
 import { barrierCases } from './barrier.js';
 import { broadcastCases } from './broadcast.js';
 import type { ConformanceCase } from './case.js';
+import { compressionCases } from './compression.js';
 import { gatherCases } from './gather.js';
 import { negotiationCases } from './negotiation.js';
 import { objectCases } from './objects.js';
@@ -32,6 +33,7 @@ export const kCases: readonly ConformanceCase[] = [
   ...objectCases,
   ...negotiationCases,
   ...setsAndJoinCases,
+  ...compressionCases,
 ];
 
 const names = new Set<string>();
