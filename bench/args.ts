@@ -102,10 +102,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     .option('-i, --iters <n>', 'timed iterations per size (default: from the size, 3..200)', positiveInt('iters', 1), 0)
     .option('-w, --warmup <n>', 'untimed iterations per size', positiveInt('warmup', 0), 2)
     .option('--no-check', 'skip checking the results')
-    .option(
-      '--fresh',
-      'let every call allocate its output (the default API) instead of reusing one via the out option',
-    )
+    .option('--fresh', 'let every call allocate its output (the default API) instead of reusing one via the out option')
     .option(
       '--in-place',
       'allreduce, broadcast and reduce (root) in place: the tensor is its own out (no input copy, as in torch.distributed); reducescatter: out is its own rows of the tensor; other ops as without',
