@@ -13,6 +13,7 @@
  *   last place is 2^-24, so the IEEE addition does the ties-to-even rounding of the subnormal;
  *   from 65536 up it is Infinity, or a quiet NaN keeping the top payload bits.
  */
+import { sleb, uleb } from './leb128.js';
 
 const kLocalGet = 0x20;
 const kLocalSet = 0x21;
@@ -54,30 +55,6 @@ export const kHalfOps = {
   f16_min: 0xe8,
   f16_max: 0xe9,
 } as const;
-
-function uleb(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let byte = n & 0x7f;
-    n >>>= 7;
-    if (n !== 0) byte |= 0x80;
-    out.push(byte);
-  } while (n !== 0);
-  return out;
-}
-
-function sleb(n: number): number[] {
-  const out: number[] = [];
-  for (;;) {
-    const byte = n & 0x7f;
-    n >>= 7;
-    if ((n === 0 && (byte & 0x40) === 0) || (n === -1 && (byte & 0x40) !== 0)) {
-      out.push(byte);
-      return out;
-    }
-    out.push(byte | 0x80);
-  }
-}
 
 const simd = (op: number): number[] => [kSimd, ...uleb(op)];
 /** v128.const of one i32 in every lane. */

@@ -7,7 +7,9 @@
  * of 64. The module exports its memory ("mem", kPages pages); the caller copies operands in.
  * The fp16 kernels (half_kernels.ts) have the same signature.
  */
+
 import { conversionBody, type HalfConversion, halfKernelBody, kHalfConversions, kHalfOps } from './half_kernels.js';
+import { uleb } from './leb128.js';
 
 /** One exported kernel: its name and its SIMD opcode (after the 0xfd prefix). */
 export const kSimdOps = {
@@ -52,17 +54,6 @@ export function isSimdKernel(name: string): name is SimdKernelName {
 
 /** Memory pages (64 KiB each): two operand areas of kPages / 2 pages. */
 export const kPages = 2;
-
-function uleb(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let byte = n & 0x7f;
-    n >>>= 7;
-    if (n !== 0) byte |= 0x80;
-    out.push(byte);
-  } while (n !== 0);
-  return out;
-}
 
 function section(id: number, body: number[]): number[] {
   return [id, ...uleb(body.length), ...body];
