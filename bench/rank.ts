@@ -19,17 +19,6 @@ const kRoot = 0;
 /** The idle probe waits this long first (the collector's after-work), then measures one second. */
 const kIdleSettleMs = 2000;
 const kIdleProbeMs = 1000;
-/** Ops with an `out` option (reduce and gather: the root's). */
-const kOutOps: readonly BenchOp[] = [
-  'allreduce',
-  'allgather',
-  'broadcast',
-  'reducescatter',
-  'alltoall',
-  'reduce',
-  'gather',
-  'scatter',
-];
 /** Ops that --in-place runs with the tensor as its own `out` (reduce: on the root). */
 const kInPlaceOps: readonly BenchOp[] = ['allreduce', 'broadcast', 'reduce', 'reducescatter'];
 
@@ -134,9 +123,9 @@ async function measure(
   const inputLength = op === 'allgather' || op === 'gather' ? perRank : count;
   const input = op === 'scatter' && rank !== kRoot ? null : makeInput(spec.dtype, inputLength, rank);
   const iterations = spec.iterations > 0 ? spec.iterations : autoIterations(bytes);
-  // The reused output: as long as this rank's result, where the op takes one and the rank gets one.
+  // The reused output (every op takes one): as long as this rank's result, where the rank gets one.
   const result = expectedResult(op, layout);
-  const reused = spec.fresh || !kOutOps.includes(op) || !result ? undefined : allocShared(spec.dtype, result.length);
+  const reused = spec.fresh || !result ? undefined : allocShared(spec.dtype, result.length);
   const many = op === 'allreduce' && spec.tensors > 1;
   const outs = Array.from({ length: many ? spec.tensors : 0 }, () => (spec.fresh ? undefined : allocShared(spec.dtype, perRank)));
   // In place: each tensor is its own output, zeros while timed (see BenchSpec.inPlace); a reduce
