@@ -15,6 +15,7 @@ import type { RankStats } from '../../src/engine/stats.js';
 import { createMemoryWorld } from '../../src/transport/memory/memory_transport.js';
 import { LocalEngine } from '../helpers/local_engine.js';
 import { bounded } from '../helpers/real_worlds.js';
+import { testEnv } from '../helpers/test_env.js';
 import { startWorld } from '../helpers/world.js';
 
 /** A LocalEngine that lets rr.stats() read its engine's counters. */
@@ -27,7 +28,7 @@ class CountedLocalEngine extends LocalEngine {
 function startCountedMemoryWorld(size: number): RingReduce[] {
   const world = createMemoryWorld(size, { delivery: 'macrotask' });
   return world.map((transport, rank) => {
-    const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error' }, {});
+    const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error' }, testEnv());
     return RingReduce.withEngine(config, new CountedLocalEngine(config, transport));
   });
 }
