@@ -37,6 +37,8 @@ const kGlobalSlots = [
   'receivedBytes',
   'controlSentBytes',
   'controlReceivedBytes',
+  'controlSentMessages',
+  'controlReceivedMessages',
 ] as const;
 type GlobalSlot = (typeof kGlobalSlots)[number];
 
@@ -105,6 +107,9 @@ export interface RankStats {
   /** Control-plane bytes (negotiation, ready rounds with their eager data, point-to-point offers). */
   controlSentBytes: number;
   controlReceivedBytes: number;
+  /** Control-plane messages sent and received (ready rounds: see docs/performance.md for their count per step). */
+  controlSentMessages: number;
+  controlReceivedMessages: number;
 }
 
 /** The engine's side: the only writer of a rank's counters. */
@@ -174,7 +179,7 @@ export class StatsWriter {
     this.end();
   }
 
-  /** Data-plane bytes: no sequence bump (one add each, read without the others). */
+  /** Traffic: no sequence bump (an add or two each, read without the others). */
   sent(bytes: number): void {
     this.f[kSlot.sentBytes] += bytes;
   }
@@ -183,9 +188,11 @@ export class StatsWriter {
   }
   controlSent(bytes: number): void {
     this.f[kSlot.controlSentBytes] += bytes;
+    this.f[kSlot.controlSentMessages]++;
   }
   controlReceived(bytes: number): void {
     this.f[kSlot.controlReceivedBytes] += bytes;
+    this.f[kSlot.controlReceivedMessages]++;
   }
 
   private begin(): void {
@@ -235,5 +242,7 @@ export function readStats(buffer: SharedArrayBuffer): RankStats {
     receivedBytes: g('receivedBytes'),
     controlSentBytes: g('controlSentBytes'),
     controlReceivedBytes: g('controlReceivedBytes'),
+    controlSentMessages: g('controlSentMessages'),
+    controlReceivedMessages: g('controlReceivedMessages'),
   };
 }

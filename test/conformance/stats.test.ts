@@ -95,6 +95,8 @@ function checkRank(stats: RankStats, rank: number): void {
   assert.equal(stats.fusionRatio, stats.executed / stats.executions, where);
   assert.ok(stats.negotiationMs > 0 && stats.executionMs > 0, where);
   assert.ok(stats.controlSentBytes > 0 && stats.controlReceivedBytes > 0, where);
+  assert.ok(stats.controlSentMessages > 0 && stats.controlReceivedMessages > 0, where);
+  assert.ok(stats.controlSentBytes > stats.controlSentMessages, `${where}: a message has bytes`);
 }
 
 for (const { name, start } of kWorlds) {

@@ -1,0 +1,147 @@
+/**
+ * The two exchanges of ready rounds on real engines (memory transport, engines in this thread):
+ * 8 ranks and 6 (not a power of two, so extra ranks fold in), a loop of cached allreduces (a
+ * scalar that rides eagerly with the round, and a vector that runs an algorithm). Results are
+ * right in both modes; each rank sends exactly N - 1 ready messages per round all-to-all and at
+ * most ceil(log2 N) + 1 with recursive doubling; 'auto' picks by size; a rank killed while the
+ * others wait in a round fails them all with the PeerFailureError naming it.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { RingReduce } from '../../src/api/runtime.js';
+import { type InitOptions, resolveConfig } from '../../src/core/config.js';
+import { PeerFailureError } from '../../src/core/errors.js';
+import { kAllToAllMaxRanks } from '../../src/engine/ready_exchange_mode.js';
+import { readStats } from '../../src/engine/stats.js';
+import { createMemoryWorld, type MemoryWorld } from '../../src/transport/memory/memory_transport.js';
+import { LocalEngine } from '../helpers/local_engine.js';
+import { bounded } from '../helpers/real_worlds.js';
+
+/** First byte of a control message: its type (codec.ts): 'ready' and 'ready-step'. */
+const kReadyTypes = new Set([2, 8]);
+
+interface Counted {
+  ranks: RingReduce[];
+  links: LocalEngine[];
+  world: MemoryWorld;
+  /** Ready-round messages each rank has sent. */
+  readySent: number[];
+}
+
+function start(size: number, options: InitOptions): Counted {
+  const world = createMemoryWorld(size, { delivery: 'macrotask', jitter: { seed: size, maxHops: 2 } });
+  const readySent = new Array<number>(size).fill(0);
+  const links: LocalEngine[] = [];
+  const ranks = world.map((transport, rank) => {
+    const sendControl = transport.sendControl.bind(transport);
+    transport.sendControl = (peer, payload) => {
+      if (kReadyTypes.has(payload[0] as number)) readySent[rank]++;
+      return sendControl(peer, payload);
+    };
+    const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error', ...options }, {});
+    const link = new LocalEngine(config, transport);
+    links.push(link);
+    return RingReduce.withEngine(config, link);
+  });
+  return { ranks, links, world, readySent };
+}
+
+const kSteps = 30;
+
+async function cachedLoop({ ranks }: Counted): Promise<void> {
+  const size = ranks.length;
+  await Promise.all(
+    ranks.map(async (rr, rank) => {
+      for (let step = 0; step < kSteps; step++) {
+        const [scalar, vector] = await Promise.all([
+          rr.allreduce(new Float32Array([rank + step]), { name: 'loss' }),
+          rr.allreduce(new Float32Array(1000).fill(rank), { name: 'grad' }),
+        ]);
+        const want = (size * (size - 1)) / 2;
+        assert.equal(scalar[0], want + size * step, `step ${step} rank ${rank}: scalar`);
+        assert.ok(vector[0] === want && vector[999] === want, `step ${step} rank ${rank}: vector ${vector[0]}`);
+      }
+    }),
+  );
+}
+
+for (const size of [8, 6]) {
+  describe(`ready rounds on ${size} ranks`, () => {
+    const perRound: Record<string, number> = {};
+    for (const mode of ['all-to-all', 'recursive-doubling'] as const) {
+      test(
+        `${mode}: cached allreduces are right, with the ready messages per rank and round the exchange implies`,
+        bounded(60_000, async () => {
+          const w = start(size, { readyExchange: mode });
+          try {
+            await cachedLoop(w);
+            const rounds = w.links.map((l) => l.engine.negotiation.rounds);
+            assert.ok(
+              rounds.every((r) => r === rounds[0]),
+              `every rank closed as many rounds: ${rounds}`,
+            );
+            const closed = rounds[0] as number;
+            assert.ok(closed >= kSteps - 1, `${closed} rounds`);
+            const bound = mode === 'all-to-all' ? size - 1 : Math.ceil(Math.log2(size)) + 1;
+            for (const [rank, sent] of w.readySent.entries()) {
+              if (mode === 'all-to-all') assert.equal(sent, closed * bound, `rank ${rank}`);
+              else assert.ok(sent <= closed * bound, `rank ${rank}: ${sent} messages in ${closed} rounds`);
+            }
+            perRound[mode] = w.readySent.reduce((a, b) => a + b, 0) / closed;
+            // Eager scalars finished in their round on every rank (no algorithm run).
+            assert.ok(w.links.every((l) => readStats(l.engine.stats.buffer).eager >= kSteps - 1));
+          } finally {
+            await Promise.all(w.ranks.map((rr) => rr.shutdown()));
+          }
+        }),
+      );
+    }
+    test('recursive doubling sends fewer ready messages per round than all-to-all', () => {
+      assert.ok((perRound['recursive-doubling'] as number) < (perRound['all-to-all'] as number), JSON.stringify(perRound));
+    });
+  });
+}
+
+test(
+  "'auto' exchanges all-to-all up to kAllToAllMaxRanks ranks and by recursive doubling above",
+  bounded(60_000, async () => {
+    for (const size of [kAllToAllMaxRanks, kAllToAllMaxRanks + 2]) {
+      const w = start(size, {});
+      try {
+        await Promise.all(w.ranks.map((rr) => rr.allreduce(new Float32Array(4), { name: 'x' })));
+        await Promise.all(w.ranks.map((rr) => rr.allreduce(new Float32Array(4), { name: 'x' })));
+        const rounds = w.links[1]?.engine.negotiation.rounds as number;
+        const sent = w.readySent[1] as number;
+        if (size <= kAllToAllMaxRanks) assert.equal(sent, rounds * (size - 1), `size ${size}`);
+        else assert.ok(sent <= rounds * (Math.ceil(Math.log2(size)) + 1), `size ${size}: ${sent} in ${rounds}`);
+      } finally {
+        await Promise.all(w.ranks.map((rr) => rr.shutdown()));
+      }
+    }
+  }),
+);
+
+test(
+  'recursive doubling: a rank killed while the others wait in a round fails every survivor with its PeerFailureError',
+  bounded(30_000, async () => {
+    // The killed rank's own shutdown waits for the others' acknowledgement this long at most.
+    const w = start(6, { readyExchange: 'recursive-doubling', ioTimeoutMs: 1000 });
+    try {
+      await Promise.all(w.ranks.map((rr) => rr.allreduce(new Float32Array(4), { name: 'x' })));
+      await Promise.all(w.ranks.map((rr) => rr.allreduce(new Float32Array(4), { name: 'x' })));
+      // Everyone but rank 3 (the partner of rank 2 and 1's step-2 partner) reports the next one.
+      const survivors = w.ranks.flatMap((rr, rank) => (rank === 3 ? [] : [rr.allreduce(new Float32Array(4), { name: 'x' })]));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      w.world.kill(3);
+      const outcomes = await Promise.allSettled(survivors);
+      for (const outcome of outcomes) {
+        assert.equal(outcome.status, 'rejected');
+        const reason = (outcome as PromiseRejectedResult).reason as Error;
+        assert.ok(reason instanceof PeerFailureError, `${reason.name}: ${reason.message}`);
+        assert.match(reason.message, /rank 3/);
+      }
+    } finally {
+      await Promise.all(w.ranks.map((rr) => rr.shutdown().catch(() => {})));
+    }
+  }),
+);
