@@ -19,7 +19,7 @@ import type { ExchangeMode } from '../src/engine/ready_exchange_mode.js';
 import { ReadyRounds } from '../src/engine/ready_rounds.js';
 import { createSimWorld, type SimTransport } from '../src/transport/sim/index.js';
 
-const kRanks = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+const kRanks = [2, 3, 4, 6, 8, 16, 32, 64, 128, 256, 512, 1024];
 const kModes: readonly ExchangeMode[] = ['all-to-all', 'recursive-doubling'];
 /** Per-message CPU costs simulated, seconds. */
 const kOverheads = [0, 2e-6, 4e-6];

@@ -5,7 +5,7 @@
  * 1 error, 2 a list of u32 cache ids, 3 the ranks that have joined); a ready report is its round and a bit-vector of cache ids
  * (bit i of byte i >> 3 is id i), so a hundred ready tensors cost 13 bytes, then the eager
  * buffers (id and bytes); a ready step (ready_doubling.ts) is its round, step, urgent flag and
- * bit-vector, then the contributions it carries (rank and bit-vector) and the eager buffers
+ * bit-vector and rank 0's decision count, then the contributions it carries (rank and bit-vector) and the eager buffers
  * (origin rank, id and bytes). A request is its name, operation, dtype and shape, then the fields its
  * operation's spec adds (ops/); an execute response carries the ruling request and the per-rank
  * counts. The primitives, and the decoder's bounds checks, are in wire.ts.
@@ -160,6 +160,7 @@ export function encodeControl(message: ControlMessage): Uint8Array {
     w.u8(message.step);
     w.u8(message.urgent ? 1 : 0);
     w.bytesOf(bitVectorOf(message.ids));
+    w.u32(message.decisions);
     w.u32(message.contributions.length);
     for (const { rank, ids } of message.contributions) {
       w.u32(rank);
@@ -218,13 +219,14 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     const step = r.u8('step');
     const urgent = r.u8('urgent flag') !== 0;
     const ids = idsOf(r.bytesOf('ready bit-vector'));
+    const decisions = r.u32('decision count');
     const contributions: { rank: number; ids: number[] }[] = [];
     const n = r.count('contributions', 8);
     for (let i = 0; i < n; i++) contributions.push({ rank: r.u32('contributing rank'), ids: idsOf(r.bytesOf('contribution')) });
     const eager: { rank: number; id: number; data: Uint8Array }[] = [];
     const m = r.count('eager buffers', 12);
     for (let i = 0; i < m; i++) eager.push({ rank: r.u32('eager rank'), id: r.u32('eager id'), data: r.bytesOf('eager buffer') });
-    message = { type, round, step, urgent, ids, contributions, eager };
+    message = { type, round, step, urgent, ids, decisions, contributions, eager };
   } else {
     message = { type };
   }

@@ -25,6 +25,13 @@
  * reduces them in rank order (the same result, bit for bit). Eager collectives are limited to
  * sets of at most 8 ranks, so a message carries at most 8 buffers per id.
  *
+ * Rank 0's decisions run after a number of rounds (rank0_decisions.ts). All-to-all, a peer
+ * cannot close a round before a decision sent ahead of rank 0's contribution to it, which
+ * follows the decision on the same ordered link; here rank 0's contribution may reach a peer
+ * through others first. So rank 0 stamps its contribution with the number of decision messages
+ * it has published, the count travels with the AND, and a rank closes the round only once it
+ * has received that many (ReadyRounds' `decisionsReceived`).
+ *
  * A message also says whether its sender's side answered on a grace timer (`urgent`): a rank
  * with nothing pending that hears of the round through it answers at once instead of starting
  * a timer of its own, so holding back costs one grace period, not one per step.
@@ -51,6 +58,8 @@ export interface StepMessage {
   urgent: boolean;
   /** The AND of the contributions the sender has combined, ascending. */
   ids: number[];
+  /** Rank 0's decision messages published before it contributed to this round (0 until rank 0's part is in). */
+  decisions: number;
   contributions: Contribution[];
   eager: OriginEagerData[];
 }
@@ -97,6 +106,7 @@ export function doublingSchedule(rank: number, size: number): Action[] {
 interface OpenRound {
   next: number;
   ids: number[];
+  decisions: number;
   contributions: Map<number, number[]>;
   eager: OriginEagerData[];
   urgent: boolean;
@@ -120,6 +130,8 @@ export class DoublingExchange implements RoundExchange {
     /** What this rank contributes of `ready` (a prefix when its eager buffers would not fit), with those buffers. */
     private readonly prepare: (ready: readonly number[]) => { ids: number[]; eager: EagerData[] },
     private readonly send: (peer: number, message: StepMessage) => void,
+    /** Rank 0: the decision messages it has published so far (others are not asked). */
+    private readonly published: () => number = () => 0,
   ) {
     this.actions = doublingSchedule(rank, size);
     for (const a of this.actions) if (!a.send) this.sender.set(a.step, a.peer);
@@ -155,6 +167,7 @@ export class DoublingExchange implements RoundExchange {
     this.rounds.set(round, {
       next: 0,
       ids,
+      decisions: this.rank === 0 ? this.published() : 0,
       contributions: new Map([[this.rank, ids]]),
       eager: eager.map((e) => ({ rank: this.rank, ...e })),
       urgent,
@@ -179,7 +192,8 @@ export class DoublingExchange implements RoundExchange {
     this.rounds.delete(round);
     this.inbox.delete(round);
     this.notices.delete(round);
-    return this.rank === 0 ? { agreed: state.ids, contributions: state.contributions } : { agreed: state.ids };
+    const { ids: agreed, decisions } = state;
+    return this.rank === 0 ? { agreed, decisions, contributions: state.contributions } : { agreed, decisions };
   }
 
   /** Runs this rank's part of `round` as far as the messages received allow. */
@@ -191,7 +205,7 @@ export class DoublingExchange implements RoundExchange {
       const action = this.actions[state.next] as Action;
       if (action.notice) {
         if (!inbox?.has(action.step))
-          this.send(action.peer, { round, step: 0, urgent: state.urgent, ids: [], contributions: [], eager: [] });
+          this.send(action.peer, { round, step: 0, urgent: state.urgent, ids: [], decisions: 0, contributions: [], eager: [] });
         continue;
       }
       if (action.send) {
@@ -200,6 +214,7 @@ export class DoublingExchange implements RoundExchange {
           step: action.step,
           urgent: state.urgent,
           ids: state.ids,
+          decisions: state.decisions,
           contributions: action.carries ? [...state.contributions].map(([rank, ids]) => ({ rank, ids })) : [],
           // The fold out skips the extra's own buffers; a doubling partner's block has none of these.
           eager: state.eager.filter((e) => e.rank !== action.peer),
@@ -210,6 +225,7 @@ export class DoublingExchange implements RoundExchange {
       if (!message) return;
       inbox?.delete(action.step);
       state.ids = intersect(state.ids, message.ids);
+      state.decisions = Math.max(state.decisions, message.decisions);
       for (const { rank, ids } of message.contributions) state.contributions.set(rank, ids);
       state.eager.push(...message.eager);
       state.urgent ||= message.urgent;

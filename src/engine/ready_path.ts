@@ -42,6 +42,8 @@ export interface ReadyPathHooks {
   releasedFresh(bytes: number): void;
   /** Timeline: the named entries finished negotiating. */
   agreed(requests: readonly Request[]): void;
+  /** Rank 0's decision messages: published (on rank 0) or received so far. */
+  decisions(): number;
   /** Breaks the job. */
   fail(error: unknown): void;
   /** Something may advance: a timer fired. */
@@ -85,8 +87,9 @@ export class ReadyPath {
             size,
             (ready) => this.eager.outgoing(ready, (id) => this.eagerEntry(id)),
             (peer, step) => hooks.send(peer, { type: 'ready-step', ...step }),
+            hooks.decisions,
           );
-    this.rounds = new ReadyRounds(size, this.exchange, hooks.busy);
+    this.rounds = new ReadyRounds(size, this.exchange, hooks.busy, hooks.decisions);
   }
 
   /** Rounds closed so far: rank 0's decisions name the count after which they run. */

@@ -56,6 +56,8 @@ export interface ClosedRound {
 export interface RoundOutcome {
   /** The AND of every rank's contribution, ascending. */
   agreed: readonly number[];
+  /** Rank 0's decision messages this rank must have received before it closes the round (see ready_doubling.ts). */
+  decisions?: number;
   /** Every rank's own contribution, by rank (this rank's included), where the exchange brought them here. */
   contributions?: ReadonlyMap<number, readonly number[]>;
 }
@@ -92,12 +94,16 @@ export class ReadyRounds {
   private reported = new Set<number>();
   private readonly blocked = new Set<number>();
   private answerDue = false;
+  /** The open round's outcome, held until rank 0's decisions it names have arrived. */
+  private held: RoundOutcome | undefined;
 
   constructor(
     private readonly size: number,
     private readonly exchange: RoundExchange,
     /** Whether this rank has anything pending, so that it answers a peer's round at once. */
     private readonly busy: () => boolean = () => true,
+    /** Rank 0's decision messages received so far (on rank 0: published). */
+    private readonly decisionsReceived: () => number = () => Number.POSITIVE_INFINITY,
   ) {}
 
   /** Rounds closed so far. */
@@ -171,8 +177,14 @@ export class ReadyRounds {
       );
       this.reported = new Set(ids);
     }
-    const outcome = this.exchange.take(round);
-    return outcome && this.close(outcome);
+    const outcome = this.held ?? this.exchange.take(round);
+    if (!outcome) return undefined;
+    if ((outcome.decisions ?? 0) > this.decisionsReceived()) {
+      this.held = outcome;
+      return undefined;
+    }
+    this.held = undefined;
+    return this.close(outcome);
   }
 
   private hasUnreported(): boolean {

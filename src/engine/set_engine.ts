@@ -88,6 +88,8 @@ export class SetEngine {
   private advancing = false;
   private advanceAgain = false;
   private decisionsRun = 0;
+  /** Decision messages received from the set's rank 0 (ready rounds may wait for them: ready_doubling.ts). */
+  private decisionsReceived = 0;
   private readonly timeline: Timeline | undefined;
   /** Some rank of the set has joined (ops/join.ts): no ready rounds until the join completes. */
   private joinMode = false;
@@ -149,6 +151,7 @@ export class SetEngine {
           if (this.timeline) this.markPhase(requests, 'NEGOTIATE', 'reportedUs', 'agreedUs');
           this.countNegotiated(requests, true);
         },
+        decisions: () => this.rank0?.published ?? this.decisionsReceived,
         fail: (error) => hooks.fail(error),
         advance: () => this.advance(),
       },
@@ -332,6 +335,7 @@ export class SetEngine {
 
   private onDecision(message: SetMessage): void {
     if (message.type !== 'responses') return;
+    this.decisionsReceived++;
     const responses: Response[] = [];
     for (const r of message.responses) {
       const response = r.kind === 'cached' ? this.cache.expand(r.ids) : r;

@@ -194,6 +194,7 @@ test('recursive doubling: a step from the wrong peer, for a round a peer cannot 
     step: n,
     urgent: false,
     ids: [],
+    decisions: 0,
     contributions: [],
     eager: [],
   });
@@ -315,4 +316,39 @@ test('recursive doubling: idle ranks that hear of a round from a rank that answe
     [0, 1, 2, 3, 4, 5, 6, 7],
     'one grace period: the others answered at once',
   );
+});
+
+test("recursive doubling: a rank closes a round only once it has rank 0's decisions sent before rank 0 contributed", () => {
+  // Rank 0 published 2 decisions, then contributed; they reach rank 3 directly, its contribution
+  // through ranks 1 and 2: rank 3 may have the whole round before the decisions.
+  const size = 4;
+  const inFlight: { from: number; to: number; message: unknown }[] = [];
+  let received = 0;
+  const ranks = Array.from({ length: size }, (_, rank) => {
+    const exchange = new DoublingExchange(
+      rank,
+      size,
+      (ready) => ({ ids: [...ready], eager: [] }),
+      (to, message) => inFlight.push({ from: rank, to, message }),
+      () => 2,
+    );
+    const rounds = new ReadyRounds(size, exchange, () => true, rank === 3 ? () => received : () => 2);
+    return { exchange, rounds };
+  });
+  for (const r of ranks) {
+    r.rounds.add(1);
+    r.rounds.advance();
+  }
+  const closed: number[] = [];
+  while (inFlight.length > 0) {
+    const m = inFlight.shift() as { from: number; to: number; message: unknown };
+    const r = ranks[m.to] as (typeof ranks)[number];
+    r.exchange.receive(m.from, m.message as StepMessage, r.rounds.closed);
+    if (r.rounds.advance()) closed.push(m.to);
+  }
+  assert.deepEqual(closed.sort(), [0, 1, 2], 'rank 3 holds the round');
+  received = 1;
+  assert.equal(ranks[3]?.rounds.advance(), undefined);
+  received = 2;
+  assert.deepEqual(ranks[3]?.rounds.advance()?.agreed, [1]);
 });
