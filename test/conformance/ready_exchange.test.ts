@@ -3,14 +3,15 @@
  * 8 ranks and 6 (not a power of two, so extra ranks fold in), a loop of cached allreduces (a
  * scalar that rides eagerly with the round, and a vector that runs an algorithm). Results are
  * right in both modes; each rank sends exactly N - 1 ready messages per round all-to-all and at
- * most ceil(log2 N) + 1 with recursive doubling; 'auto' picks by size; a rank killed while the
- * others wait in a round fails them all with the PeerFailureError naming it.
+ * most ceil(log2 N) + 1 with recursive doubling; 'auto' picks by size; a cached tensor some
+ * ranks stop submitting times out naming them (rank 0 learns who holds it through the tree); a
+ * rank killed while the others wait in a round fails them all with the PeerFailureError naming it.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { RingReduce } from '../../src/api/runtime.js';
 import { type InitOptions, resolveConfig } from '../../src/core/config.js';
-import { PeerFailureError } from '../../src/core/errors.js';
+import { PeerFailureError, TimeoutError } from '../../src/core/errors.js';
 import { kAllToAllMaxRanks } from '../../src/engine/ready_exchange_mode.js';
 import { readStats } from '../../src/engine/stats.js';
 import { createMemoryWorld, type MemoryWorld } from '../../src/transport/memory/memory_transport.js';
@@ -142,6 +143,35 @@ test(
       }
     } finally {
       await Promise.all(w.ranks.map((rr) => rr.shutdown().catch(() => {})));
+    }
+  }),
+);
+
+test(
+  'recursive doubling: a cached tensor some ranks stop submitting fails on the others, naming the missing ranks',
+  bounded(30_000, async () => {
+    const w = start(10, { stallTimeoutMs: 800 });
+    try {
+      const all = () => Promise.all(w.ranks.map((rr) => rr.allreduce(new Float32Array(16), { name: 'cached/lonely' })));
+      await all();
+      await all();
+      const missing = new Set([0, 3, 9]);
+      const partial = w.ranks.flatMap((rr, rank) =>
+        missing.has(rank) ? [] : [rr.allreduce(new Float32Array(16), { name: 'cached/lonely' })],
+      );
+      const messages = new Set<string>();
+      for (const outcome of await Promise.allSettled(partial)) {
+        assert.equal(outcome.status, 'rejected');
+        const reason = (outcome as PromiseRejectedResult).reason as Error;
+        assert.ok(reason instanceof TimeoutError, `${reason.name}: ${reason.message}`);
+        messages.add(reason.message);
+      }
+      assert.equal(messages.size, 1, [...messages].join(' | '));
+      assert.match([...messages][0] as string, /ranks 0, 3, 9 did not submit it \(ranks 1, 2, 4, 5, 6, 7, 8 did\)/);
+      const ok = await all();
+      assert.ok(ok.every((out) => out[0] === 0));
+    } finally {
+      await Promise.all(w.ranks.map((rr) => rr.shutdown()));
     }
   }),
 );
