@@ -175,3 +175,36 @@ test(
     }
   }),
 );
+
+test(
+  "recursive doubling: rank 0's decisions and cached rounds interleave the same way on every rank (jittered links)",
+  bounded(60_000, async () => {
+    for (const seed of [1, 2, 3]) {
+      const size = 10;
+      const world = createMemoryWorld(size, { delivery: 'macrotask', jitter: { seed, maxHops: 8 } });
+      const ranks = world.map((transport, rank) => {
+        const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error' }, {});
+        return RingReduce.withEngine(config, new LocalEngine(config, transport));
+      });
+      try {
+        await Promise.all(
+          ranks.map(async (rr, rank) => {
+            for (let step = 0; step < 15; step++) {
+              // Cached ones agree in rounds; an unnamed one (never cached) and a new name each step go through rank 0.
+              const [cached, unnamed, fresh] = await Promise.all([
+                rr.allreduce(new Float32Array(64).fill(rank), { name: 'cached' }),
+                rr.allreduce(new Float32Array(8).fill(step)),
+                rr.broadcast(new Float32Array(4).fill(rank + step), { name: `new/${step}`, root: step % size }),
+              ]);
+              assert.equal(cached[63], 45, `seed ${seed} step ${step} rank ${rank}`);
+              assert.equal(unnamed[0], size * step);
+              assert.equal(fresh[0], (step % size) + step);
+            }
+          }),
+        );
+      } finally {
+        await Promise.all(ranks.map((rr) => rr.shutdown()));
+      }
+    }
+  }),
+);
