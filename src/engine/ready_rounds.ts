@@ -23,8 +23,8 @@
  * rank waiting for a late peer sends nothing until the peer reports. The round in which the last
  * rank reports an id is one in which every other rank still holds it (ids leave a rank's ready
  * set only by running, which needs everyone), so each id is agreed in the first round after
- * the last rank has it ready: one one-way message on the critical path instead of the request
- * and response of a trip through rank 0. A rank is at most one round ahead of any peer (closing
+ * the last rank has it ready: one one-way message on the critical path all-to-all (log2 N by
+ * recursive doubling) instead of the request and response of a trip through rank 0. A rank is at most one round ahead of any peer (closing
  * a round needs everyone's contribution to it), so a report for any other round is a protocol
  * error.
  *
@@ -32,7 +32,10 @@
  * answer a round a peer opened, because the round could only close empty and the rank's next
  * submission would then need a round of its own; it answers with its first submission instead,
  * or when the engine's grace timer calls `answerNow` (so that rank 0 still learns what waits on
- * whom, for stall reports, and its decisions are not held up for long).
+ * whom, for stall reports, and its decisions are not held up for long). A rank that hears of the
+ * round from one that answered on its timer answers at once (RoundExchange.urgent): with
+ * recursive doubling the ranks hear of a round one step after another, and each waiting a grace
+ * period of its own would add them up.
  *
  * Blocking: an id whose collective failed or left the cache between two closes (rank 0's
  * responses run there, see engine.ts) may still appear in contributions to the open round;
