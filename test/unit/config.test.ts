@@ -51,3 +51,17 @@ test('bad environment values and a missing store address are clear errors', () =
   assert.throws(() => resolveConfig({}, { RINGREDUCE_RANK: '2', RINGREDUCE_SIZE: '2' }), /rank 2 is out of range/);
   assert.throws(() => resolveConfig({ storeAddress: 'nohost' }, {}), /store address must be host:port/);
 });
+
+test('the ready exchange: auto by default, either mode from RINGREDUCE_READY_EXCHANGE or the option, anything else refused', () => {
+  assert.equal(resolveConfig({}, {}).readyExchange, 'auto');
+  assert.equal(resolveConfig({}, { RINGREDUCE_READY_EXCHANGE: 'recursive-doubling' }).readyExchange, 'recursive-doubling');
+  assert.equal(
+    resolveConfig({ readyExchange: 'all-to-all' }, { RINGREDUCE_READY_EXCHANGE: 'recursive-doubling' }).readyExchange,
+    'all-to-all',
+  );
+  assert.throws(
+    () => resolveConfig({}, { RINGREDUCE_READY_EXCHANGE: 'tree' }),
+    /RINGREDUCE_READY_EXCHANGE must be one of auto, all-to-all, recursive-doubling/,
+  );
+  assert.throws(() => resolveConfig({ readyExchange: 'tree' } as never, {}), /init option 'readyExchange'/);
+});

@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import { ProtocolError } from '../../src/core/errors.js';
 import { AllToAllExchange } from '../../src/engine/ready_all_to_all.js';
 import { DoublingExchange, doublingSchedule, type StepMessage } from '../../src/engine/ready_doubling.js';
+import { exchangeModeFor, kAllToAllMaxRanks } from '../../src/engine/ready_exchange_mode.js';
 import { ReadyRounds } from '../../src/engine/ready_rounds.js';
 
 type Mode = 'all-to-all' | 'recursive-doubling';
@@ -351,4 +352,12 @@ test("recursive doubling: a rank closes a round only once it has rank 0's decisi
   assert.equal(ranks[3]?.rounds.advance(), undefined);
   received = 2;
   assert.deepEqual(ranks[3]?.rounds.advance()?.agreed, [1]);
+});
+
+test("'auto' exchanges all-to-all up to kAllToAllMaxRanks ranks, by recursive doubling above; a forced mode holds at any size", () => {
+  assert.equal(exchangeModeFor('auto', 2), 'all-to-all');
+  assert.equal(exchangeModeFor('auto', kAllToAllMaxRanks), 'all-to-all');
+  assert.equal(exchangeModeFor('auto', kAllToAllMaxRanks + 1), 'recursive-doubling');
+  assert.equal(exchangeModeFor('all-to-all', 1024), 'all-to-all');
+  assert.equal(exchangeModeFor('recursive-doubling', 2), 'recursive-doubling');
 });
