@@ -208,3 +208,28 @@ test(
     }
   }),
 );
+
+test(
+  'a rank whose ready exchange differs from its peers fails the job at the first ready round, naming the setting',
+  bounded(30_000, async () => {
+    const size = 4;
+    const world = createMemoryWorld(size, { delivery: 'macrotask' });
+    const ranks = world.map((transport, rank) => {
+      const readyExchange = rank === 2 ? 'all-to-all' : 'recursive-doubling';
+      const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error', readyExchange }, {});
+      return RingReduce.withEngine(config, new LocalEngine(config, transport));
+    });
+    try {
+      await Promise.all(ranks.map((rr) => rr.allreduce(new Float32Array(4), { name: 'x' })));
+      const outcomes = await Promise.allSettled(ranks.map((rr) => rr.allreduce(new Float32Array(4), { name: 'x' })));
+      const reasons = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as Error] : []));
+      assert.ok(reasons.length > 0, 'the job broke');
+      assert.ok(
+        reasons.some((r) => r instanceof PeerFailureError && /RINGREDUCE_READY_EXCHANGE/.test(r.message)),
+        reasons.map((r) => r.message).join(' | '),
+      );
+    } finally {
+      await Promise.all(ranks.map((rr) => rr.shutdown()));
+    }
+  }),
+);
