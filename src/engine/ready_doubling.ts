@@ -18,6 +18,9 @@
  * a stalled id up): they travel to it up the binomial tree inside the same messages. Core rank
  * c sends the contributions it has gathered at the step that crosses its lowest set bit (an
  * extra with its fold-in), and no other; rank 0 receives its half, quarter, ... of the ranks.
+ * Each is sent as what it holds beyond the message's AND (the AND of exactly those ranks), and
+ * ranks with nothing beyond it are left out: in a steady loop, where every rank reports the
+ * same ids, the contributions cost nothing.
  *
  * Eager buffers (eager_exchange.ts) ride along as an allgather: each message carries every
  * buffer its sender has gathered this round, tagged with its origin rank, so every rank holds
@@ -68,8 +71,10 @@ interface Action {
   send: boolean;
   step: number;
   peer: number;
-  /** A send that carries the gathered contributions toward rank 0. */
+  /** A send that carries the gathered contributions toward rank 0, or a receive of one. */
   carries: boolean;
+  /** A receive that carries them: the ranks whose contributions it brings. */
+  block?: number[];
   /** A core rank's notice to its extra, sent only if the extra's fold in has not arrived. */
   notice?: boolean;
 }
@@ -90,14 +95,21 @@ export function doublingSchedule(rank: number, size: number): Action[] {
   const actions: Action[] = [];
   if (rank < extras) {
     actions.push({ send: true, step: 0, peer: rank + core, carries: false, notice: true });
-    actions.push({ send: false, step: 0, peer: rank + core, carries: false });
+    actions.push({ send: false, step: 0, peer: rank + core, carries: true, block: [rank + core] });
   }
   for (let k = 1; k <= levels; k++) {
     const bit = 1 << (k - 1);
     const peer = rank ^ bit;
     // The lowest set bit of `rank` is this step's: its gathered block goes down the tree.
     const carries = (rank & (2 * bit - 1)) === bit;
-    actions.push({ send: true, step: k, peer, carries }, { send: false, step: k, peer, carries: false });
+    // The peer's block: core ranks peer .. peer + bit - 1 (its low bits are zero) and their extras.
+    const theirs = (peer & (2 * bit - 1)) === bit;
+    const block: number[] = [];
+    if (theirs) for (let q = peer; q < peer + bit; q++) block.push(...(q < extras ? [q, q + core] : [q]));
+    actions.push(
+      { send: true, step: k, peer, carries },
+      theirs ? { send: false, step: k, peer, carries: true, block } : { send: false, step: k, peer, carries: false },
+    );
   }
   if (rank < extras) actions.push({ send: true, step: levels + 1, peer: rank + core, carries: false });
   return actions;
@@ -215,7 +227,7 @@ export class DoublingExchange implements RoundExchange {
           urgent: state.urgent,
           ids: state.ids,
           decisions: state.decisions,
-          contributions: action.carries ? [...state.contributions].map(([rank, ids]) => ({ rank, ids })) : [],
+          contributions: action.carries ? beyond(state.contributions, state.ids) : [],
           // The fold out skips the extra's own buffers; a doubling partner's block has none of these.
           eager: state.eager.filter((e) => e.rank !== action.peer),
         });
@@ -224,11 +236,30 @@ export class DoublingExchange implements RoundExchange {
       const message = inbox?.get(action.step);
       if (!message) return;
       inbox?.delete(action.step);
+      if (action.carries) {
+        for (const rank of action.block ?? []) state.contributions.set(rank, message.ids);
+        for (const { rank, ids } of message.contributions) state.contributions.set(rank, union(message.ids, ids));
+      }
       state.ids = intersect(state.ids, message.ids);
       state.decisions = Math.max(state.decisions, message.decisions);
-      for (const { rank, ids } of message.contributions) state.contributions.set(rank, ids);
       state.eager.push(...message.eager);
       state.urgent ||= message.urgent;
     }
   }
+}
+
+/** What each contribution holds beyond `and` (which is in all of them), for the ranks with anything more. */
+function beyond(contributions: ReadonlyMap<number, number[]>, and: readonly number[]): Contribution[] {
+  const out: Contribution[] = [];
+  const held = new Set(and);
+  for (const [rank, ids] of contributions) {
+    if (ids.length === and.length) continue;
+    out.push({ rank, ids: ids.filter((id) => !held.has(id)) });
+  }
+  return out;
+}
+
+/** Both ascending lists merged, ascending. */
+function union(a: readonly number[], b: readonly number[]): number[] {
+  return [...new Set([...a, ...b])].sort((x, y) => x - y);
 }

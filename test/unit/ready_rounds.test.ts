@@ -216,7 +216,10 @@ test('recursive doubling: at most ceil(log2 N) + 1 sends per rank and round, eac
       for (const a of actions) {
         // A notice (core to extra, step 0) has no receive: the extra takes it as the round's opening.
         if (a.notice) continue;
-        (a.send ? sends : recvs).add(a.send ? `${rank}>${a.peer}@${a.step}` : `${a.peer}>${rank}@${a.step}`);
+        // A send that carries contributions meets a receive that expects them, for the sender's block.
+        (a.send ? sends : recvs).add(
+          a.send ? `${rank}>${a.peer}@${a.step}:${a.carries}` : `${a.peer}>${rank}@${a.step}:${a.carries}`,
+        );
       }
     }
     assert.deepEqual([...sends].sort(), [...recvs].sort(), `size ${size}`);
@@ -360,4 +363,34 @@ test("'auto' exchanges all-to-all up to kAllToAllMaxRanks ranks, by recursive do
   assert.equal(exchangeModeFor('auto', kAllToAllMaxRanks + 1), 'recursive-doubling');
   assert.equal(exchangeModeFor('all-to-all', 1024), 'all-to-all');
   assert.equal(exchangeModeFor('recursive-doubling', 2), 'recursive-doubling');
+});
+
+test('recursive doubling: rank 0 names the holders of every partial id exactly, for random contributions on 2 to 20 ranks', () => {
+  let s = 7;
+  const random = (n: number) => {
+    s = (s * 1103515245 + 12345) & 0x7fffffff;
+    return (s >>> 16) % n;
+  };
+  for (let size = 2; size <= 20; size++) {
+    for (let trial = 0; trial < 5; trial++) {
+      const w = world('recursive-doubling', size);
+      // Some ids everywhere (in the AND), others on random ranks.
+      const held = Array.from({ length: size }, () => [
+        0,
+        1,
+        ...Array.from({ length: 6 }, (_, i) => 2 + i).filter(() => random(2) === 0),
+      ]);
+      for (let rank = 0; rank < size; rank++) for (const id of held[rank] as number[]) w.ranks[rank]?.add(id);
+      for (let rank = 0; rank < size; rank++) w.advance(rank);
+      while (w.inFlight.length > 0) w.deliverOne(random(1000));
+      const want = new Map<number, number[]>();
+      for (let id = 2; id < 8; id++) {
+        const ranks = held.flatMap((ids, rank) => (ids.includes(id) ? [rank] : []));
+        if (ranks.length > 0 && ranks.length < size) want.set(id, ranks);
+      }
+      const partial = w.partial[0] as Map<number, number[]>;
+      assert.deepEqual(new Map([...partial].sort(([a], [b]) => a - b)), want, `size ${size} trial ${trial}`);
+      for (const agreed of w.agreed) assert.deepEqual(agreed.slice(0, 2), [0, 1], `size ${size} trial ${trial}`);
+    }
+  }
 });
