@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CommanderError } from 'commander';
 import { type BenchArgs, parseBenchArgs } from './args.js';
+import { controlLines } from './control_summary.js';
 import { idlePercent, machineLine } from './machine.js';
 import { benchPlot } from './plot_bench.js';
 import type { BenchReport, BenchSpec } from './spec.js';
@@ -100,6 +101,7 @@ async function main(): Promise<number> {
       `# ringreduce bench: ${args.ranks} processes, backend ${args.backend}, ${args.fresh ? 'fresh output per call' : args.inPlace ? 'in place (out = the tensor) where the op allows' : 'output reused (out option) where the op has one'}${args.sync ? ', sync calls' : ''}${args.tensors > 1 ? `, ${args.tensors} tensors per step` : ''}${args.compression !== 'none' ? `, compression ${args.compression}` : ''}${args.dashboard ? ', watched by ringrun --dashboard' : ''}\n# before: ${machine.before}`,
     );
     console.log(formatTable(rows, args.dtype));
+    console.log(controlLines(reports));
     const idleCpu = reports.map((r) => `${r.idleCpuMs.toFixed(1)} ms`).join(', ');
     console.log(`\n# idle job, CPU used per rank in 1 s with nothing pending (2 s after the last call): ${idleCpu}`);
     console.log(`# after: ${machine.after}`);

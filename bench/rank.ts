@@ -147,6 +147,7 @@ async function measure(
   for (let i = 0; i < spec.warmup; i++) out = await step();
   await rr.barrier(scope);
   const times = new Float64Array(iterations);
+  const statsBefore = rr.stats();
   const cpuBefore = process.cpuUsage();
   const start = performance.now();
   let last = start;
@@ -158,6 +159,7 @@ async function measure(
   }
   const timeUs = ((last - start) * 1000) / iterations;
   const cpu = process.cpuUsage(cpuBefore);
+  const statsAfter = rr.stats();
   times.sort();
   await rr.barrier(scope);
   if (inPlace && spec.check) {
@@ -176,6 +178,8 @@ async function measure(
     cpuUs: (cpu.user + cpu.system) / iterations,
     ok,
     maxRssBytes: process.resourceUsage().maxRSS * 1024,
+    controlMessages: (statsAfter.controlSentMessages - statsBefore.controlSentMessages) / iterations,
+    controlBytes: (statsAfter.controlSentBytes - statsBefore.controlSentBytes) / iterations,
   };
 }
 

@@ -79,6 +79,9 @@ export interface BenchRow {
   ok: boolean | null;
   /** Peak resident set size of this rank's process so far, bytes. */
   maxRssBytes: number;
+  /** Control messages and bytes this rank sent per timed call (rr.stats(): ready rounds, rank 0's decisions). */
+  controlMessages?: number;
+  controlBytes?: number;
 }
 
 export interface BenchReport {

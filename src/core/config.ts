@@ -76,6 +76,11 @@ export interface Config {
   readonly sharedMemory: boolean;
   /** Chrome trace file of the engine's phases (rank r > 0 of a larger job: see timelinePathFor), or undefined. */
   readonly timeline: string | undefined;
+  /**
+   * How ready rounds exchange their bit-vectors (engine/ready_exchange_mode.ts): 'all-to-all',
+   * 'recursive-doubling', or 'auto' (by set size). Must be the same on every rank.
+   */
+  readonly readyExchange: ReadyExchange;
   /** Process sets defined from the start (ids 1, 2, ... in this order): ranks of the job, the same on every rank. */
   readonly processSets: readonly (readonly number[])[];
   /** The launcher variables rank and size came from, when not from RINGREDUCE_* or options (said at init). */
@@ -127,6 +132,8 @@ function readPackageVersion(): string {
 }
 
 export type Backend = 'tcp' | 'mpi' | 'auto';
+export const kReadyExchanges = ['auto', 'all-to-all', 'recursive-doubling'] as const;
+export type ReadyExchange = (typeof kReadyExchanges)[number];
 const kBackends: readonly Backend[] = ['tcp', 'mpi', 'auto'];
 
 const rankField = z.number().int().nonnegative();
@@ -160,6 +167,7 @@ const kOptionsSchema = z.strictObject({
   unixSockets: z.boolean().optional(),
   sharedMemory: z.boolean().optional(),
   timeline: z.string().min(1).optional(),
+  readyExchange: z.enum(kReadyExchanges).optional(),
   processSets: z.array(z.array(rankField).min(1)).optional(),
 });
 
@@ -466,6 +474,12 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     );
   }
   const store = storeText === undefined ? { host: '127.0.0.1', port: 0 } : parseHostPort(storeText, 'store address');
+  const readyExchange = o.readyExchange ?? (env[kEnv.readyExchange] || 'auto');
+  if (!kReadyExchanges.includes(readyExchange as ReadyExchange)) {
+    throw new InvalidArgumentError(
+      `${kEnv.readyExchange} must be one of ${kReadyExchanges.join(', ')}, got ${JSON.stringify(readyExchange)}`,
+    );
+  }
   const logLevel = o.logLevel ?? env[kEnv.logLevel] ?? 'warn';
   if (!isLogLevel(logLevel)) {
     throw new InvalidArgumentError(`${kEnv.logLevel} must be one of ${kLogLevels.join(', ')}, got ${JSON.stringify(logLevel)}`);
@@ -509,6 +523,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     unixSockets: o.unixSockets ?? env[kEnv.unixSockets] !== '0',
     sharedMemory: o.sharedMemory ?? env[kEnv.sharedMemory] !== '0',
     timeline: o.timeline ?? (env[kEnv.timeline] || undefined),
+    readyExchange: readyExchange as ReadyExchange,
     processSets: checkProcessSets(o.processSets ?? [], size),
     jobSource: jobSource === undefined ? undefined : Object.freeze({ ...jobSource }),
     elasticWorker: env[kEnv.elasticWorker] || undefined,

@@ -31,6 +31,7 @@ export const kEnv = {
   unixSockets: 'RINGREDUCE_UNIX_SOCKETS',
   sharedMemory: 'RINGREDUCE_SHARED_MEMORY',
   timeline: 'RINGREDUCE_TIMELINE',
+  readyExchange: 'RINGREDUCE_READY_EXCHANGE',
   elasticWorker: 'RINGREDUCE_ELASTIC_WORKER',
   restartAttempt: 'RINGREDUCE_RESTART_ATTEMPT',
   dashboard: 'RINGREDUCE_DASHBOARD',

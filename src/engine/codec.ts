@@ -4,7 +4,9 @@
  * Layout: one byte of message type, then the body. A response starts with its kind (0 execute,
  * 1 error, 2 a list of u32 cache ids, 3 the ranks that have joined); a ready report is its round and a bit-vector of cache ids
  * (bit i of byte i >> 3 is id i), so a hundred ready tensors cost 13 bytes, then the eager
- * buffers (id and bytes). A request is its name, operation, dtype and shape, then the fields its
+ * buffers (id and bytes); a ready step (ready_doubling.ts) is its round, step, urgent flag and
+ * bit-vector and rank 0's decision count, then the contributions it carries (rank and bit-vector) and the eager buffers
+ * (origin rank, id and bytes). A request is its name, operation, dtype and shape, then the fields its
  * operation's spec adds (ops/); an execute response carries the ruling request and the per-rank
  * counts. The primitives, and the decoder's bounds checks, are in wire.ts.
  */
@@ -17,7 +19,22 @@ import { kCollectiveOps, specOf } from './ops/registry.js';
 import { codeOf, Reader, readCounts, readShape, Writer, writeCounts, writeShape } from './wire.js';
 
 /** Message types in wire order: append only. */
-const kTypes = ['requests', 'responses', 'ready', 'shutdown', 'shutdown-ack', 'p2p-offer', 'p2p-answer', 'p2p-withdraw'] as const;
+const kTypes = [
+  'requests',
+  'responses',
+  'ready',
+  'shutdown',
+  'shutdown-ack',
+  'p2p-offer',
+  'p2p-answer',
+  'p2p-withdraw',
+  'ready-step',
+] as const;
+
+/** Types that belong to a process set: each carries the set's id. */
+function ofSet(type: ControlMessage['type']): boolean {
+  return type === 'requests' || type === 'responses' || type === 'ready' || type === 'ready-step';
+}
 
 function writeRequest(w: Writer, r: Request): void {
   w.str(r.name);
@@ -108,7 +125,7 @@ function readResponse(r: Reader): WireResponse {
 export function encodeControl(message: ControlMessage): Uint8Array {
   const w = new Writer();
   w.u8(codeOf(kTypes, message.type));
-  if (message.type === 'requests' || message.type === 'responses' || message.type === 'ready') w.u32(message.set ?? 0);
+  if (ofSet(message.type)) w.u32((message as { set?: number }).set ?? 0);
   if (message.type === 'requests') {
     w.u32(message.requests.length);
     for (const r of message.requests) writeRequest(w, r);
@@ -138,6 +155,23 @@ export function encodeControl(message: ControlMessage): Uint8Array {
       w.u32(id);
       w.bytesOf(data);
     }
+  } else if (message.type === 'ready-step') {
+    w.u32(message.round);
+    w.u8(message.step);
+    w.u8(message.urgent ? 1 : 0);
+    w.bytesOf(bitVectorOf(message.ids));
+    w.u32(message.decisions);
+    w.u32(message.contributions.length);
+    for (const { rank, ids } of message.contributions) {
+      w.u32(rank);
+      w.bytesOf(bitVectorOf(ids));
+    }
+    w.u32(message.eager.length);
+    for (const { rank, id, data } of message.eager) {
+      w.u32(rank);
+      w.u32(id);
+      w.bytesOf(data);
+    }
   }
   return w.finish();
 }
@@ -146,7 +180,7 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
   const r = new Reader(bytes);
   const type = r.enumOf(kTypes, 'message type');
   let message: ControlMessage;
-  const set = type === 'requests' || type === 'responses' || type === 'ready' ? r.u32('process set') : 0;
+  const set = ofSet(type) ? r.u32('process set') : 0;
   if (type === 'requests') {
     const n = r.count('requests', 11);
     const requests: Request[] = [];
@@ -180,6 +214,19 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     const eager: { id: number; data: Uint8Array }[] = [];
     for (let i = 0; i < n; i++) eager.push({ id: r.u32('eager id'), data: r.bytesOf('eager buffer') });
     message = { type, round, ids, eager };
+  } else if (type === 'ready-step') {
+    const round = r.u32('round');
+    const step = r.u8('step');
+    const urgent = r.u8('urgent flag') !== 0;
+    const ids = idsOf(r.bytesOf('ready bit-vector'));
+    const decisions = r.u32('decision count');
+    const contributions: { rank: number; ids: number[] }[] = [];
+    const n = r.count('contributions', 8);
+    for (let i = 0; i < n; i++) contributions.push({ rank: r.u32('contributing rank'), ids: idsOf(r.bytesOf('contribution')) });
+    const eager: { rank: number; id: number; data: Uint8Array }[] = [];
+    const m = r.count('eager buffers', 12);
+    for (let i = 0; i < m; i++) eager.push({ rank: r.u32('eager rank'), id: r.u32('eager id'), data: r.bytesOf('eager buffer') });
+    message = { type, round, step, urgent, ids, decisions, contributions, eager };
   } else {
     message = { type };
   }

@@ -5,7 +5,9 @@
  * one-way message to agree and at least one more to exchange the data. Here a rank that reports
  * a small cached allreduce ready sends its buffer in the same message, to every peer. When the
  * round that agrees on it closes, every rank already holds every rank's buffer (each peer's
- * report containing the id travels with or after its data, on the same ordered link) and
+ * report containing the id travels with or after its data, on the same ordered link; with the
+ * recursive-doubling exchange the buffers are forwarded, with their rank, within the round that
+ * reports them: ready_doubling.ts) and
  * reduces them locally in rank order (algorithms/rank_order_reduce.ts): the collective costs one
  * one-way message and no run of an algorithm.
  *

@@ -326,6 +326,7 @@ export class Engine {
       case 'requests':
       case 'responses':
       case 'ready':
+      case 'ready-step':
         this.routeToSet(peer, message);
         return;
       case 'shutdown':

@@ -10,6 +10,7 @@ import type { ErrorClassName } from '../core/errors.js';
 import type { WireDType } from '../core/types.js';
 import type { Agreement } from './ops/op_spec.js';
 import type { Request } from './ops/registry.js';
+import type { StepMessage } from './ready_doubling.js';
 
 export type { CollectiveOp, Request } from './ops/registry.js';
 
@@ -69,6 +70,8 @@ export type ControlMessage =
    * small allreduces among them that it reports for the first time (eager_exchange.ts).
    */
   | { type: 'ready'; set?: number; round: number; ids: number[]; eager: { id: number; data: Uint8Array }[] }
+  /** One step of a ready round's recursive-doubling exchange (ready_doubling.ts), to one partner. */
+  | ({ type: 'ready-step'; set?: number } & StepMessage)
   /** A rank's shutdown() reached its engine; the coordinator answers shutdown-ack once all did. */
   | { type: 'shutdown' }
   | { type: 'shutdown-ack' }

@@ -46,6 +46,8 @@ export class Rank0Decisions {
   private readonly undecided: { responses: Response[]; evict: number[] } = { responses: [], evict: [] };
   /** Settles when the last published message has been handed to the OS on every link. */
   lastPublish: Promise<unknown> = Promise.resolve();
+  /** Decision messages published so far (ready rounds by recursive doubling carry the count). */
+  published = 0;
 
   constructor(
     private readonly settings: Rank0Settings,
@@ -115,6 +117,7 @@ export class Rank0Decisions {
       const ids = this.cache.idsFor(r);
       return ids ? { kind: 'cached' as const, ids } : r;
     });
+    this.published++;
     this.lastPublish = this.hooks.broadcast({ type: 'responses', afterRounds, evict, responses: wire });
     this.hooks.decided({ afterRounds, evict, responses });
   }

@@ -17,6 +17,9 @@ import type { Executor } from './executor.js';
 import { planFusion } from './fusion.js';
 import type { ControlMessage, ExecuteResponse, Request, Response } from './messages.js';
 import { elementCount } from './ops/agreement.js';
+import { AllToAllExchange } from './ready_all_to_all.js';
+import { DoublingExchange } from './ready_doubling.js';
+import type { ExchangeMode } from './ready_exchange_mode.js';
 import { type ClosedRound, ReadyRounds } from './ready_rounds.js';
 import type { ResponseCache } from './response_cache.js';
 import type { Entry, TensorQueue } from './tensor_queue.js';
@@ -27,6 +30,8 @@ const kAnswerGraceMs = 100;
 export interface ReadyPathHooks {
   /** Sends a control message to every peer. */
   broadcast(message: ControlMessage): void;
+  /** Sends a control message to one peer. */
+  send(peer: number, message: ControlMessage): void;
   /** Whether this rank has reported requests pending, so that it answers a peer's round at once. */
   busy(): boolean;
   /** Runs an agreed collective after everything scheduled before it. */
@@ -37,6 +42,8 @@ export interface ReadyPathHooks {
   releasedFresh(bytes: number): void;
   /** Timeline: the named entries finished negotiating. */
   agreed(requests: readonly Request[]): void;
+  /** Rank 0's decision messages: published (on rank 0) or received so far. */
+  decisions(): number;
   /** Breaks the job. */
   fail(error: unknown): void;
   /** Something may advance: a timer fired. */
@@ -47,10 +54,15 @@ export interface ReadyPathSettings {
   rank: number;
   size: number;
   fusionThresholdBytes: number;
+  /** How rounds exchange contributions (ready_exchange_mode.ts), the same on every member. */
+  exchange: ExchangeMode;
 }
+
+type ReportMessage = ControlMessage & { type: 'ready' | 'ready-step' };
 
 export class ReadyPath {
   private readonly rounds: ReadyRounds;
+  private readonly exchange: AllToAllExchange | DoublingExchange;
   private readonly eager: EagerExchange;
   /** Bounds how long this rank, with nothing pending, holds back its answer to a peer's round. */
   private answerTimer: NodeJS.Timeout | undefined;
@@ -65,8 +77,19 @@ export class ReadyPath {
     private readonly coordinator: Coordinator | undefined,
     private readonly hooks: ReadyPathHooks,
   ) {
-    this.rounds = new ReadyRounds(settings.rank, settings.size, (round, ids) => this.report(round, ids), hooks.busy);
-    this.eager = new EagerExchange(settings.rank, settings.size);
+    const { rank, size } = settings;
+    this.eager = new EagerExchange(rank, size);
+    this.exchange =
+      settings.exchange === 'all-to-all'
+        ? new AllToAllExchange(rank, size, (round, ids) => this.report(round, ids))
+        : new DoublingExchange(
+            rank,
+            size,
+            (ready) => this.eager.outgoing(ready, (id) => this.eagerEntry(id)),
+            (peer, step) => hooks.send(peer, { type: 'ready-step', ...step }),
+            hooks.decisions,
+          );
+    this.rounds = new ReadyRounds(size, this.exchange, hooks.busy, hooks.decisions);
   }
 
   /** Rounds closed so far: rank 0's decisions name the count after which they run. */
@@ -83,11 +106,22 @@ export class ReadyPath {
     this.rounds.add(id);
   }
 
-  /** A peer's report for a round. */
-  onReport(peer: number, message: ControlMessage & { type: 'ready' }): void {
-    this.eager.receive(peer, message.round, message.eager);
+  /** A peer's message of a round. */
+  onReport(peer: number, message: ReportMessage): void {
     try {
-      this.rounds.onContribution(peer, message.round, message.ids);
+      const open = this.rounds.closed;
+      if (message.type === 'ready' && this.exchange instanceof AllToAllExchange) {
+        this.eager.receive(peer, message.round, message.eager);
+        this.exchange.receive(peer, message.round, message.ids, open);
+      } else if (message.type === 'ready-step' && this.exchange instanceof DoublingExchange) {
+        for (const e of message.eager) this.eager.receive(e.rank, message.round, [e]);
+        this.exchange.receive(peer, message, open);
+      } else {
+        const theirs = message.type === 'ready' ? 'all-to-all' : 'recursive-doubling';
+        throw new Error(
+          `rank ${peer} exchanges ready rounds ${theirs}, this rank ${this.settings.exchange}: set RINGREDUCE_READY_EXCHANGE (readyExchange) alike on every rank`,
+        );
+      }
     } catch (error) {
       this.hooks.fail(new PeerFailureError((error as Error).message, peer));
     }
@@ -161,15 +195,17 @@ export class ReadyPath {
     clearTimeout(this.answerTimer);
   }
 
-  /** This rank's contribution to a ready round, with the buffers of its new eager ids. */
+  /** All-to-all: this rank's contribution to a ready round, with the buffers of its new eager ids. */
   private report(round: number, ready: readonly number[]): readonly number[] {
-    const { ids, eager } = this.eager.outgoing(ready, (id) => {
-      const request = this.cache.request(id);
-      const entry = request && this.queue.get(request.name);
-      return entry?.buffer ? { request: entry.request, buffer: entry.buffer } : undefined;
-    });
+    const { ids, eager } = this.eager.outgoing(ready, (id) => this.eagerEntry(id));
     this.hooks.broadcast({ type: 'ready', round, ids, eager });
     return ids;
+  }
+
+  private eagerEntry(id: number) {
+    const request = this.cache.request(id);
+    const entry = request && this.queue.get(request.name);
+    return entry?.buffer ? { request: entry.request, buffer: entry.buffer } : undefined;
   }
 
   private onRoundClosed(round: ClosedRound): void {

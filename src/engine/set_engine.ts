@@ -25,6 +25,7 @@ import type { ControlMessage, ExecuteResponse, Request, Response } from './messa
 import type { Membership } from './ops/op_spec.js';
 import { specOf } from './ops/registry.js';
 import { type Decision, Rank0Decisions } from './rank0_decisions.js';
+import { exchangeModeFor } from './ready_exchange_mode.js';
 import { ReadyPath } from './ready_path.js';
 import { ResponseCache } from './response_cache.js';
 import type { StatsWriter } from './stats.js';
@@ -32,7 +33,7 @@ import { type Entry, TensorQueue } from './tensor_queue.js';
 import type { FromEngine } from './worker_protocol.js';
 
 /** Messages of one set on the wire: each carries the set's id. */
-export type SetMessage = ControlMessage & { type: 'requests' | 'responses' | 'ready' };
+export type SetMessage = ControlMessage & { type: 'requests' | 'responses' | 'ready' | 'ready-step' };
 
 export interface SetEngineSettings {
   /** The set's id (0: the world). */
@@ -90,6 +91,8 @@ export class SetEngine {
   private advancing = false;
   private advanceAgain = false;
   private decisionsRun = 0;
+  /** Decision messages received from the set's rank 0 (ready rounds may wait for them: ready_doubling.ts). */
+  private decisionsReceived = 0;
   private readonly timeline: Timeline | undefined;
   /** Some rank of the set has joined (ops/join.ts): no ready rounds until the join completes. */
   private joinMode = false;
@@ -134,13 +137,16 @@ export class SetEngine {
       );
     }
     this.ready = new ReadyPath(
-      { rank, size, fusionThresholdBytes: config.fusionThresholdBytes },
+      { rank, size, fusionThresholdBytes: config.fusionThresholdBytes, exchange: exchangeModeFor(config.readyExchange, size) },
       this.cache,
       this.queue,
       this.executor,
       this.rank0?.stalls,
       {
         broadcast: (message) => void this.broadcast(message),
+        send: (member, message) => {
+          hooks.send(member, { ...message, set: settings.id } as SetMessage).catch((error) => hooks.fail(error));
+        },
         // Pending means reported: requests not flushed yet (the burst gate may be holding them)
         // cannot be in an answer, so a rank with only those holds its answer until the flush.
         busy: () => this.queue.size > this.outbox.length || hooks.closing() || hooks.failure() !== undefined,
@@ -151,6 +157,7 @@ export class SetEngine {
           if (this.timeline) this.markPhase(requests, 'NEGOTIATE', 'reportedUs', 'agreedUs');
           this.countNegotiated(requests, true);
         },
+        decisions: () => this.rank0?.published ?? this.decisionsReceived,
         fail: (error) => hooks.fail(error),
         advance: () => this.advance(),
       },
@@ -201,7 +208,7 @@ export class SetEngine {
   /** A message of this set from member `from` (set rank). */
   onMessage(from: number, message: SetMessage): void {
     if (message.type === 'requests') this.rank0?.onRequests(from, message.requests);
-    else if (message.type === 'ready') {
+    else if (message.type === 'ready' || message.type === 'ready-step') {
       this.ready.onReport(from, message);
       this.advance();
     } else if (from === kCoordinator) this.onDecision(message);
@@ -334,6 +341,7 @@ export class SetEngine {
 
   private onDecision(message: SetMessage): void {
     if (message.type !== 'responses') return;
+    this.decisionsReceived++;
     const responses: Response[] = [];
     for (const r of message.responses) {
       const response = r.kind === 'cached' ? this.cache.expand(r.ids) : r;

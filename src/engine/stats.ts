@@ -39,6 +39,8 @@ const kGlobalSlots = [
   'controlReceivedBytes',
   'crossHostSentBytes',
   'crossHostReceivedBytes',
+  'controlSentMessages',
+  'controlReceivedMessages',
 ] as const;
 type GlobalSlot = (typeof kGlobalSlots)[number];
 
@@ -113,6 +115,9 @@ export interface RankStats {
    */
   crossHostSentBytes: number;
   crossHostReceivedBytes: number;
+  /** Control-plane messages sent and received (ready rounds: see docs/performance.md for their count per step). */
+  controlSentMessages: number;
+  controlReceivedMessages: number;
 }
 
 /** The engine's side: the only writer of a rank's counters. */
@@ -182,7 +187,7 @@ export class StatsWriter {
     this.end();
   }
 
-  /** Data-plane bytes: no sequence bump (one add each, read without the others). */
+  /** Traffic: no sequence bump (an add or two each, read without the others). */
   sent(bytes: number): void {
     this.f[kSlot.sentBytes] += bytes;
   }
@@ -197,9 +202,11 @@ export class StatsWriter {
   }
   controlSent(bytes: number): void {
     this.f[kSlot.controlSentBytes] += bytes;
+    this.f[kSlot.controlSentMessages]++;
   }
   controlReceived(bytes: number): void {
     this.f[kSlot.controlReceivedBytes] += bytes;
+    this.f[kSlot.controlReceivedMessages]++;
   }
 
   private begin(): void {
@@ -251,5 +258,7 @@ export function readStats(buffer: SharedArrayBuffer): RankStats {
     controlReceivedBytes: g('controlReceivedBytes'),
     crossHostSentBytes: g('crossHostSentBytes'),
     crossHostReceivedBytes: g('crossHostReceivedBytes'),
+    controlSentMessages: g('controlSentMessages'),
+    controlReceivedMessages: g('controlReceivedMessages'),
   };
 }

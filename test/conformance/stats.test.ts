@@ -15,6 +15,7 @@ import type { RankStats } from '../../src/engine/stats.js';
 import { createMemoryWorld } from '../../src/transport/memory/memory_transport.js';
 import { LocalEngine } from '../helpers/local_engine.js';
 import { bounded } from '../helpers/real_worlds.js';
+import { testEnv } from '../helpers/test_env.js';
 import { startWorld } from '../helpers/world.js';
 
 /** A LocalEngine that lets rr.stats() read its engine's counters. */
@@ -27,7 +28,7 @@ class CountedLocalEngine extends LocalEngine {
 function startCountedMemoryWorld(size: number): RingReduce[] {
   const world = createMemoryWorld(size, { delivery: 'macrotask' });
   return world.map((transport, rank) => {
-    const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error' }, {});
+    const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error' }, testEnv());
     return RingReduce.withEngine(config, new CountedLocalEngine(config, transport));
   });
 }
@@ -94,6 +95,8 @@ function checkRank(stats: RankStats, rank: number): void {
   assert.equal(stats.fusionRatio, stats.executed / stats.executions, where);
   assert.ok(stats.negotiationMs > 0 && stats.executionMs > 0, where);
   assert.ok(stats.controlSentBytes > 0 && stats.controlReceivedBytes > 0, where);
+  assert.ok(stats.controlSentMessages > 0 && stats.controlReceivedMessages > 0, where);
+  assert.ok(stats.controlSentBytes > stats.controlSentMessages, `${where}: a message has bytes`);
 }
 
 for (const { name, start } of kWorlds) {

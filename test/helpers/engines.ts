@@ -11,6 +11,7 @@ import type { AllreduceRequest } from '../../src/engine/ops/registry.js';
 import type { PeerRequest } from '../../src/engine/point_to_point.js';
 import type { FromEngine } from '../../src/engine/worker_protocol.js';
 import { createMemoryWorld, type MemoryTransport } from '../../src/transport/memory/memory_transport.js';
+import { testEnv } from './test_env.js';
 
 export interface TestRank {
   engine: Engine;
@@ -24,7 +25,7 @@ export function startEngines(size: number, options: InitOptions = {}): TestRank[
   const world = createMemoryWorld(size, { delivery: 'macrotask' });
   let nextId = 1;
   return world.map((transport, rank) => {
-    const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error', ...options }, {});
+    const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error', ...options }, testEnv());
     const waiting = new Map<number, (message: FromEngine) => void>();
     const control = { messages: 0, bytes: 0 };
     const sendControl = transport.sendControl.bind(transport);

@@ -17,6 +17,7 @@ import { Engine } from '../../src/engine/engine.js';
 import type { FromEngine } from '../../src/engine/worker_protocol.js';
 import { createMemoryWorld, type MemoryWorld, type MemoryWorldOptions } from '../../src/transport/memory/memory_transport.js';
 import type { Transport } from '../../src/transport/transport.js';
+import { testEnv } from './test_env.js';
 
 interface Pending {
   resolve: (completion: Completion) => void;
@@ -101,7 +102,7 @@ export function startMemoryWorld(size: number, options: MemoryWorldInit = {}): M
   const ranks = world.map((transport, rank) => {
     // The store address is never used (the memory transport needs no rendezvous) but a job of
     // more than one rank must name one.
-    const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error', ...init }, {});
+    const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error', ...init }, testEnv());
     return RingReduce.withEngine(config, new LocalEngine(config, transport));
   }) as MemoryRanks;
   ranks.world = world;

@@ -67,3 +67,17 @@ test('RINGREDUCE_HIERARCHICAL_ALLREDUCE and _ALLGATHER: auto by default, on, off
   );
   assert.throws(() => resolveConfig({ hierarchicalAllreduce: 'always' as 'on' }, {}), /init option 'hierarchicalAllreduce'/);
 });
+
+test('the ready exchange: auto by default, either mode from RINGREDUCE_READY_EXCHANGE or the option, anything else refused', () => {
+  assert.equal(resolveConfig({}, {}).readyExchange, 'auto');
+  assert.equal(resolveConfig({}, { RINGREDUCE_READY_EXCHANGE: 'recursive-doubling' }).readyExchange, 'recursive-doubling');
+  assert.equal(
+    resolveConfig({ readyExchange: 'all-to-all' }, { RINGREDUCE_READY_EXCHANGE: 'recursive-doubling' }).readyExchange,
+    'all-to-all',
+  );
+  assert.throws(
+    () => resolveConfig({}, { RINGREDUCE_READY_EXCHANGE: 'tree' }),
+    /RINGREDUCE_READY_EXCHANGE must be one of auto, all-to-all, recursive-doubling/,
+  );
+  assert.throws(() => resolveConfig({ readyExchange: 'tree' } as never, {}), /init option 'readyExchange'/);
+});

@@ -241,6 +241,11 @@ export class SimTransport implements Transport {
     fabric.cpuFree[rank] = this.now() + bytes * fabric.byteScale * fabric.model.reduceSecondsPerByte;
   }
 
+  /** Charges this rank's CPU for `seconds` of other work (per-message handling, in a simulation of the control plane). */
+  spend(seconds: number): void {
+    this.fabric.cpuFree[this.rank] = this.now() + seconds;
+  }
+
   send(peer: number, tag: number, data: Uint8Array): Promise<void> {
     const refused = this.refuse(peer, tag);
     if (refused) return Promise.reject(refused);
