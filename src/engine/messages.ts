@@ -10,7 +10,6 @@ import type { ErrorClassName } from '../core/errors.js';
 import type { WireDType } from '../core/types.js';
 import type { Agreement } from './ops/op_spec.js';
 import type { Request } from './ops/registry.js';
-import type { StepMessage } from './ready_doubling.js';
 
 export type { CollectiveOp, Request } from './ops/registry.js';
 
@@ -87,3 +86,29 @@ export type ControlMessage =
 
 export type PeerOutcome = 'accepted' | 'mismatch' | 'withdrawn';
 export const kPeerOutcomes: readonly PeerOutcome[] = ['accepted', 'mismatch', 'withdrawn'];
+
+/** One rank's contribution to a ready round, as it travels to rank 0 (ready_doubling.ts). */
+export interface Contribution {
+  rank: number;
+  ids: number[];
+}
+
+/** An eager buffer with the rank it came from. */
+export interface OriginEagerData {
+  id: number;
+  data: Uint8Array;
+  rank: number;
+}
+
+/** One message of a ready round's exchange by recursive doubling (ready_doubling.ts), carried as 'ready-step'. */
+export interface StepMessage {
+  round: number;
+  step: number;
+  urgent: boolean;
+  /** The AND of the contributions the sender has combined, ascending. */
+  ids: number[];
+  /** Rank 0's decision messages published before it contributed to this round (0 until rank 0's part is in). */
+  decisions: number;
+  contributions: Contribution[];
+  eager: OriginEagerData[];
+}

@@ -41,31 +41,8 @@
  */
 import { ProtocolError } from '../core/errors.js';
 import type { EagerData } from './eager_exchange.js';
+import type { Contribution, OriginEagerData, StepMessage } from './messages.js';
 import { checkRound, intersect, type RoundExchange, type RoundOutcome } from './ready_rounds.js';
-
-/** One rank's contribution, as it travels to rank 0. */
-export interface Contribution {
-  rank: number;
-  ids: number[];
-}
-
-/** An eager buffer with the rank it came from. */
-export interface OriginEagerData extends EagerData {
-  rank: number;
-}
-
-/** One message of a round's exchange (messages.ts carries it as 'ready-step'). */
-export interface StepMessage {
-  round: number;
-  step: number;
-  urgent: boolean;
-  /** The AND of the contributions the sender has combined, ascending. */
-  ids: number[];
-  /** Rank 0's decision messages published before it contributed to this round (0 until rank 0's part is in). */
-  decisions: number;
-  contributions: Contribution[];
-  eager: OriginEagerData[];
-}
 
 interface Action {
   send: boolean;

@@ -7,8 +7,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ProtocolError } from '../../src/core/errors.js';
+import type { StepMessage } from '../../src/engine/messages.js';
 import { AllToAllExchange } from '../../src/engine/ready_all_to_all.js';
-import { DoublingExchange, doublingSchedule, type StepMessage } from '../../src/engine/ready_doubling.js';
+import { DoublingExchange, doublingSchedule } from '../../src/engine/ready_doubling.js';
 import { exchangeModeFor, kAllToAllMaxRanks } from '../../src/engine/ready_exchange_mode.js';
 import { ReadyRounds } from '../../src/engine/ready_rounds.js';
 
