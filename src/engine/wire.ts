@@ -174,3 +174,16 @@ export function readCounts(r: Reader, what: string): number[] {
   for (let i = 0; i < n; i++) counts.push(r.dim(what));
   return counts;
 }
+
+/** Option 'out''s length in elements, when the caller passed one: f64, -1 for none. */
+export function writeOutLength(w: Writer, outLength: number | undefined): void {
+  w.f64(outLength ?? -1);
+}
+
+/** The request with the out length read after its other fields, when there is one. */
+export function withOutLength<R extends object>(r: Reader, request: R): R & { outLength?: number } {
+  const outLength = r.f64('out length');
+  if (outLength === -1) return request;
+  if (!Number.isSafeInteger(outLength) || outLength < 0) r.fail(`an out length of ${outLength}`);
+  return { ...request, outLength };
+}

@@ -8,6 +8,7 @@
 import { allgatherRunsHierarchically, hierarchicalAllgather } from '../../algorithms/hierarchical_allgather.js';
 import { ringAllgather } from '../../algorithms/ring_allgather.js';
 import { allocShared } from '../../core/dtypes.js';
+import { withOutLength, writeOutLength } from '../wire.js';
 import { elementCount, firstMismatch, kDTypeCheck, kNdimCheck, shapeText, trailingDimsCheck } from './agreement.js';
 import type { Agreement, OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';
 
@@ -18,13 +19,8 @@ export interface AllgatherRequest extends RequestBase<'allgather'> {
 
 export const allgatherOp: OpSpec<AllgatherRequest> = {
   op: 'allgather',
-  write: (w, r) => w.f64(r.outLength ?? -1),
-  read(r, base) {
-    const outLength = r.f64('out length');
-    if (outLength === -1) return base;
-    if (!Number.isSafeInteger(outLength) || outLength < 0) r.fail(`an out length of ${outLength}`);
-    return { ...base, outLength };
-  },
+  write: (w, r) => writeOutLength(w, r.outLength),
+  read: (r, base) => withOutLength(r, base),
   agree(name, requests): Agreement<AllgatherRequest> | Refusal {
     const refusal = firstMismatch(name, requests, [kDTypeCheck, kNdimCheck, trailingDimsCheck('allgather')]);
     if (refusal) return refusal;

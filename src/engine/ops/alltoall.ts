@@ -9,7 +9,7 @@
  */
 import { alltoall } from '../../algorithms/alltoall.js';
 import { allocShared } from '../../core/dtypes.js';
-import { readCounts, writeCounts } from '../wire.js';
+import { readCounts, withOutLength, writeCounts, writeOutLength } from '../wire.js';
 import { elementCount, firstMismatch, kDTypeCheck, kNdimCheck, shapeText, trailingDimsCheck } from './agreement.js';
 import type { OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';
 
@@ -24,15 +24,9 @@ export const alltoallOp: OpSpec<AlltoallRequest> = {
   op: 'alltoall',
   write(w, r) {
     writeCounts(w, r.splits);
-    w.f64(r.outLength ?? -1);
+    writeOutLength(w, r.outLength);
   },
-  read(r, base) {
-    const request: AlltoallRequest = { ...base, splits: readCounts(r, 'splits') };
-    const outLength = r.f64('out length');
-    if (outLength === -1) return request;
-    if (!Number.isSafeInteger(outLength) || outLength < 0) r.fail(`an out length of ${outLength}`);
-    return { ...request, outLength };
-  },
+  read: (r, base) => withOutLength(r, { ...base, splits: readCounts(r, 'splits') }),
   agree(name, requests) {
     const refusal = firstMismatch(name, requests, [kDTypeCheck, kNdimCheck, trailingDimsCheck('alltoall')]);
     if (refusal) return refusal;

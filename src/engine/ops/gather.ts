@@ -7,6 +7,7 @@
  */
 import { treeGather } from '../../algorithms/tree_gather.js';
 import { allocShared } from '../../core/dtypes.js';
+import { withOutLength, writeOutLength } from '../wire.js';
 import { elementCount, firstMismatch, kDTypeCheck, kNdimCheck, rootCheck, shapeText, trailingDimsCheck } from './agreement.js';
 import { joinedRoot } from './join_support.js';
 import type { OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';
@@ -21,15 +22,9 @@ export const gatherOp: OpSpec<GatherRequest> = {
   op: 'gather',
   write(w, r) {
     w.i32(r.root);
-    w.f64(r.outLength ?? -1);
+    writeOutLength(w, r.outLength);
   },
-  read(r, base) {
-    const root = r.i32('root');
-    const outLength = r.f64('out length');
-    if (outLength === -1) return { ...base, root };
-    if (!Number.isSafeInteger(outLength) || outLength < 0) r.fail(`an out length of ${outLength}`);
-    return { ...base, root, outLength };
-  },
+  read: (r, base) => withOutLength(r, { ...base, root: r.i32('root') }),
   agree(name, requests) {
     const refusal = firstMismatch(name, requests, [kDTypeCheck, rootCheck('gather'), kNdimCheck, trailingDimsCheck('gather')]);
     if (refusal) return refusal;

@@ -9,7 +9,7 @@
  */
 import { treeScatter } from '../../algorithms/tree_scatter.js';
 import { allocShared } from '../../core/dtypes.js';
-import { readCounts, writeCounts } from '../wire.js';
+import { readCounts, withOutLength, writeCounts, writeOutLength } from '../wire.js';
 import { elementCount, firstMismatch, rootCheck } from './agreement.js';
 import type { OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';
 
@@ -26,15 +26,9 @@ export const scatterOp: OpSpec<ScatterRequest> = {
   write(w, r) {
     w.i32(r.root);
     writeCounts(w, r.splits);
-    w.f64(r.outLength ?? -1);
+    writeOutLength(w, r.outLength);
   },
-  read(r, base) {
-    const request: ScatterRequest = { ...base, root: r.i32('root'), splits: readCounts(r, 'splits') };
-    const outLength = r.f64('out length');
-    if (outLength === -1) return request;
-    if (!Number.isSafeInteger(outLength) || outLength < 0) r.fail(`an out length of ${outLength}`);
-    return { ...request, outLength };
-  },
+  read: (r, base) => withOutLength(r, { ...base, root: r.i32('root'), splits: readCounts(r, 'splits') }),
   agree(name, requests) {
     const refusal = firstMismatch(name, requests, [rootCheck('scatter')]);
     if (refusal) return refusal;
