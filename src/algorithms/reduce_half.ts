@@ -14,15 +14,12 @@ import { halfFromFloatBits, kHalfToFloat } from '../core/float16.js';
 
 type Half = Uint16Array;
 
-/** A float32 cell and its bits: where a result is rounded to float32 before fp16. */
-function scratch(): { f: Float32Array; u: Uint32Array } {
-  const f = new Float32Array(1);
-  return { f, u: new Uint32Array(f.buffer) };
-}
+/** A float32 cell and its bits, shared by the kernels (one thread runs them): where a result is rounded to float32 before fp16. */
+const f = new Float32Array(1);
+const u = new Uint32Array(f.buffer);
 
 export function sumHalf(dst: Half, d: number, src: Half, s: number, n: number): void {
   const t = kHalfToFloat;
-  const { f, u } = scratch();
   for (let i = 0; i < n; i++) {
     f[0] = (t[dst[d + i] as number] as number) + (t[src[s + i] as number] as number);
     dst[d + i] = halfFromFloatBits(u[0] as number);
@@ -31,7 +28,6 @@ export function sumHalf(dst: Half, d: number, src: Half, s: number, n: number): 
 
 export function productHalf(dst: Half, d: number, src: Half, s: number, n: number): void {
   const t = kHalfToFloat;
-  const { f, u } = scratch();
   for (let i = 0; i < n; i++) {
     f[0] = (t[dst[d + i] as number] as number) * (t[src[s + i] as number] as number);
     dst[d + i] = halfFromFloatBits(u[0] as number);
@@ -40,7 +36,6 @@ export function productHalf(dst: Half, d: number, src: Half, s: number, n: numbe
 
 export function minHalf(dst: Half, d: number, src: Half, s: number, n: number): void {
   const t = kHalfToFloat;
-  const { f, u } = scratch();
   for (let i = 0; i < n; i++) {
     // Math.min: a NaN on any rank wins, and -0 orders below +0, as for float32.
     f[0] = Math.min(t[dst[d + i] as number] as number, t[src[s + i] as number] as number);
@@ -50,7 +45,6 @@ export function minHalf(dst: Half, d: number, src: Half, s: number, n: number): 
 
 export function maxHalf(dst: Half, d: number, src: Half, s: number, n: number): void {
   const t = kHalfToFloat;
-  const { f, u } = scratch();
   for (let i = 0; i < n; i++) {
     f[0] = Math.max(t[dst[d + i] as number] as number, t[src[s + i] as number] as number);
     dst[d + i] = halfFromFloatBits(u[0] as number);
@@ -60,7 +54,6 @@ export function maxHalf(dst: Half, d: number, src: Half, s: number, n: number): 
 /** buf[offset + i] = fp16(float32(buf[offset + i]) · factor): the scale factors, in float32. */
 export function scaleHalves(buf: Half, factor: number, offset: number, length: number): void {
   const t = kHalfToFloat;
-  const { f, u } = scratch();
   for (let i = offset; i < offset + length; i++) {
     f[0] = (t[buf[i] as number] as number) * factor;
     buf[i] = halfFromFloatBits(u[0] as number);
@@ -70,7 +63,6 @@ export function scaleHalves(buf: Half, factor: number, offset: number, length: n
 /** buf[offset + i] = fp16(float32(buf[offset + i]) / divisor): an 'average' finished in float32. */
 export function divideHalves(buf: Half, divisor: number, offset: number, length: number): void {
   const t = kHalfToFloat;
-  const { f, u } = scratch();
   for (let i = offset; i < offset + length; i++) {
     f[0] = (t[buf[i] as number] as number) / divisor;
     buf[i] = halfFromFloatBits(u[0] as number);
