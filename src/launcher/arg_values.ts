@@ -7,9 +7,9 @@ export const kMaxDurationMs = 2 ** 31 - 1;
 
 const kUnitMs: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
-export function parseCount(flag: string, text: string): number {
-  if (!/^\d+$/.test(text) || Number(text) < 1) {
-    throw new InvalidArgumentError(`${flag} must be a positive integer, got '${text}'`);
+export function parseCount(flag: string, text: string, options: { allowZero?: boolean } = {}): number {
+  if (!/^\d+$/.test(text) || Number(text) < (options.allowZero ? 0 : 1)) {
+    throw new InvalidArgumentError(`${flag} must be a ${options.allowZero ? 'non-negative' : 'positive'} integer, got '${text}'`);
   }
   const count = Number(text);
   if (!Number.isSafeInteger(count)) throw new InvalidArgumentError(`${flag} is too large: '${text}'`);

@@ -17,6 +17,7 @@ import type { EngineSettings } from './env_contract.js';
 import { type HostSlots, parseHostfile, parseHostList } from './hosts.js';
 import type { LaunchConfig, RunIo } from './launch_config.js';
 import { parsePerNode } from './node_args.js';
+import { parseBrowser } from './browser/browser_args.js';
 import { attemptIo, withRestarts } from './restarts.js';
 import { runJob } from './run_job.js';
 import { runMpi } from './run_mpi.js';
@@ -121,6 +122,12 @@ function buildProgram(out: { text: string }): Command {
       "per-node mode: where node 0's ringrun hosts the rendezvous, reachable from every node (default under Slurm: the first node)",
     )
     .option('--slurm', "per-node mode with the nodes, this node's index and the endpoint from Slurm (automatic in an srun step)")
+    .option('--browser <count>', 'also run <count> browser ranks: web pages (tabs), ranks np … np+count-1 (docs/browser.md)')
+    .option('--headless', 'open the browser ranks in headless Chromium (CHROME_PATH, or chromium on the PATH); else print the join URL')
+    .option('--browser-script <file>', "the program the browser ranks run (default: the Node ranks' script)")
+    .option('--browser-host <host[:port]>', 'where the browser ranks\' page is served (default 127.0.0.1 and a free port)')
+    .option('--https-cert <file>', 'serve the browser ranks over https with this certificate (PEM), for pages on other machines')
+    .option('--https-key <file>', "the --https-cert certificate's private key (PEM)")
     .option('--timeline <file>', "write one trace of every rank's engine to <file> (Chrome trace format: open it in Perfetto)")
     .option('--check-build', 'say which backends work here (the MPI addon: built? loads? why not?) and exit')
     .option('--version', "print ringrun's version and exit")
@@ -220,6 +227,7 @@ export function parseArgs(
     hosts = parseHostfile(content, hostfile);
   }
   const npText = raw('np');
+  const browser = parseBrowser(text, opts.headless === true, command, args);
   const perNode = parsePerNode(text, opts.slurm === true, env);
   if (perNode !== undefined) checkPerNode(raw, hosts !== undefined);
   if (npText === undefined && hosts === undefined && perNode === undefined)
@@ -229,7 +237,7 @@ export function parseArgs(
       ? perNode.nnodes * perNode.nprocPerNode
       : npText === undefined
         ? (hosts ?? []).reduce((sum, h) => sum + h.slots, 0)
-        : parseCount('-np', npText);
+        : parseCount('-np', npText, { allowZero: browser !== undefined });
   const backend = text('backend') ?? 'tcp';
   if (backend !== 'tcp' && backend !== 'mpi') throw new InvalidArgumentError(`--backend must be tcp or mpi, got '${backend}'`);
   const address = text('address');
@@ -253,6 +261,7 @@ export function parseArgs(
     throw new InvalidArgumentError('--elastic runs on this machine only (no -H or --hostfile)');
   if (elastic !== undefined && perNode !== undefined)
     throw new InvalidArgumentError('--elastic runs with one ringrun, not per node');
+  if (browser !== undefined) checkBrowser({ backend, hosts: hosts !== undefined, perNode: perNode !== undefined, elastic: elastic !== undefined });
   return {
     kind: 'launch',
     ...(opts.dashboard !== undefined && { dashboard: parseDashboardAddress(opts.dashboard as string | true) }),
@@ -279,8 +288,17 @@ export function parseArgs(
       maxRestarts,
       timeline: text('timeline'),
       perNode,
+      ...(browser !== undefined && { browser }),
     },
   };
+}
+
+/** What browser ranks do not run with yet, refused by name. */
+function checkBrowser(job: { backend: string; hosts: boolean; perNode: boolean; elastic: boolean }): void {
+  if (job.backend === 'mpi') throw new InvalidArgumentError('--browser runs the web backend, not mpi (browsers have no MPI)');
+  if (job.hosts) throw new InvalidArgumentError('--browser runs its Node ranks on this machine (no -H or --hostfile)');
+  if (job.perNode) throw new InvalidArgumentError('--browser runs with one ringrun, not per node');
+  if (job.elastic) throw new InvalidArgumentError('--browser does not run --elastic yet');
 }
 
 /** The flags that mean nothing in the per-node mode, refused by name. */

@@ -9,6 +9,7 @@ export function signalExitCode(signal: NodeJS.Signals): number {
 /** "exited with code 3", "was killed by SIGSEGV", "could not be started: ...", "on host b ...". */
 export function describeExit(exit: RankExit): string {
   if (exit.spawnError !== undefined) return `could not be started: ${exit.spawnError.message}`;
+  if (exit.reason !== undefined) return exit.reason;
   if (exit.host === undefined) return exit.signal !== null ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
   // A remote rank's status comes through its ssh session.
   if (exit.signal !== null) return `on ${exit.host}: its ssh session was killed by ${exit.signal}`;

@@ -17,7 +17,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describeExit, failed, failureExitCode, signalExitCode } from './failure_report.js';
-import { type RankExit, RankProcess, type RankSpec } from './rank_process.js';
+import { RankProcess, type RankSpec } from './rank_process.js';
+import type { RankExit, RankRunner } from './rank_runner.js';
 
 const kDefaultKillGraceMs = 3000;
 /** After SIGKILL, how long to wait before giving up on a process (stuck in the kernel). */
@@ -29,8 +30,10 @@ const kPollMs = 50;
 export const kStartTimeoutExitCode = 124;
 
 export interface JobOptions {
-  /** One spec per rank, in rank order. */
+  /** One spec per rank that is a process, in rank order. */
   ranks: readonly RankSpec[];
+  /** Ranks that are not processes of this launcher (browser tabs), after those of `ranks`. */
+  otherRanks?: readonly RankRunner[];
   /** Every rank must be running by then. */
   startTimeoutMs: number;
   /** The launcher's own messages. */
@@ -62,7 +65,7 @@ export interface JobOutcome {
 
 export class Job {
   readonly finished: Promise<JobOutcome>;
-  private readonly ranks: RankProcess[];
+  private readonly ranks: RankRunner[];
   private readonly killGraceMs: number;
   private failure: JobOutcome['failure'];
   private notStarted: JobOutcome['notStarted'];
@@ -74,12 +77,13 @@ export class Job {
 
   constructor(private readonly options: JobOptions) {
     this.killGraceMs = options.killGraceMs ?? kDefaultKillGraceMs;
-    this.ranks = options.ranks.map((spec) => {
+    this.ranks = options.ranks.map((spec): RankRunner => {
       const rank = new RankProcess(spec);
       const where = spec.remote ? ` on ${spec.remote.host}` : '';
       options.debug(`rank ${spec.rank}${where} spawned, pid ${rank.pid ?? '(none)'}`);
       return rank;
     });
+    this.ranks.push(...(options.otherRanks ?? []));
     let started = 0;
     for (const rank of this.ranks) {
       void rank.started.then(() => {
@@ -205,6 +209,6 @@ function plural(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? '' : 's'}`;
 }
 
-function rankList(ranks: readonly RankProcess[]): string {
+function rankList(ranks: readonly RankRunner[]): string {
   return `${ranks.length === 1 ? 'rank' : 'ranks'} ${ranks.map((rank) => rank.rank).join(', ')}`;
 }

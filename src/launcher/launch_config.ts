@@ -29,6 +29,23 @@ export interface LaunchConfig {
   timeline: string | undefined;
   /** The per-node mode (--nnodes, --node-rank, --nproc-per-node, --rdzv-endpoint, --slurm); undefined: one launcher for the job. */
   perNode: PerNodeConfig | undefined;
+  /** Browser ranks (--browser K), after the -np Node ranks; undefined: none (browser/browser_job.ts). */
+  browser?: BrowserSettings;
+}
+
+/** ringrun --browser's settings. */
+export interface BrowserSettings {
+  /** How many browser ranks (tabs); ranks np … np+count-1. */
+  count: number;
+  /** ringrun opens the tabs in headless Chromium; false: it prints the join URL and waits. */
+  headless: boolean;
+  /** The program the tabs run (--browser-script; default: the script the Node ranks run). */
+  script: string;
+  /** Where the page server listens (--browser-host host[:port]); port 0: a free one. */
+  host: string;
+  port: number;
+  /** --https-cert and --https-key: serve the page (and the ranks' WebSockets) over TLS. */
+  tls?: { certFile: string; keyFile: string };
 }
 
 /** One launcher per node, as torchrun: this one starts the ranks of node `nodeRank` (run_node.ts). */

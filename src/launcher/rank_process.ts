@@ -10,29 +10,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { OutputPrefixer, rankPrefix } from './output_prefixer.js';
+import type { RankExit, RankRunner, RankSinks } from './rank_runner.js';
 import { groupAlive, processState, signalGroup } from './process_group.js';
 import { TailBuffer } from './tail_buffer.js';
 
-/** How one rank ended. */
-export interface RankExit {
-  rank: number;
-  pid: number | undefined;
-  /** Exit code, or null when a signal ended it. */
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  /** Set when the process could not be started at all (command not found, not executable). */
-  spawnError?: NodeJS.ErrnoException;
-  /** The host of a remote rank (its code came through ssh). */
-  host?: string;
-}
-
-/** Where a rank's output goes. */
-export interface RankSinks {
-  stdout(text: string): void;
-  stderr(text: string): void;
-  /** Every line of both streams, unprefixed (for --output-dir). */
-  line?(line: string): void;
-}
+export type { RankExit, RankSinks } from './rank_runner.js';
 
 export interface RankSpec {
   rank: number;
@@ -45,7 +27,7 @@ export interface RankSpec {
   remote?: { host: string; stdin: string; marker: string };
 }
 
-export class RankProcess {
+export class RankProcess implements RankRunner {
   readonly rank: number;
   readonly pid: number | undefined;
   readonly host: string | undefined;

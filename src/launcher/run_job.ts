@@ -24,6 +24,7 @@ import {
 import { failureReport, notStartedReport, signalExitCode } from './failure_report.js';
 import { findFreePort } from './free_port.js';
 import { isLocalHost } from './hosts.js';
+import { BrowserJob } from './browser/browser_job.js';
 import { Job } from './job.js';
 import type { LaunchConfig, RunIo } from './launch_config.js';
 import { type PlacedRank, placeRanks } from './placement.js';
@@ -50,6 +51,7 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
     return 2;
   }
   const hostsUsed = [...new Set(placed.map((p) => p.host))];
+  const size = config.np + (config.browser?.count ?? 0);
   if (config.address !== undefined && hostsUsed.length > 1) {
     io.log('--address names one address, for a job on one host; use --network-interface for several hosts');
     return 2;
@@ -58,7 +60,7 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
   let logs: RankLogFiles | undefined;
   if (config.outputDir !== undefined) {
     try {
-      logs = new RankLogFiles(config.outputDir, config.np, io.log);
+      logs = new RankLogFiles(config.outputDir, size, io.log);
     } catch (error) {
       io.log(`--output-dir ${config.outputDir}: ${(error as Error).message}`);
       return 1;
@@ -83,21 +85,31 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
   });
   const watching = new AbortController();
   let progress: Progress | undefined;
+  let browserJob: BrowserJob | undefined;
   try {
+    const jobId = newJobId();
+    const secret = newSecret();
     let store: { host: string; port: number; reachable: boolean };
     try {
-      store = await chooseStore(config, placed, hostsUsed);
+      if (config.browser !== undefined) {
+        browserJob = await BrowserJob.start({ settings: config.browser, np: config.np, jobId, secret, address: config.address, env: io.env, log: io.log, debug: io.debug });
+        store = { host: kLocalAddress, port: 0, reachable: false };
+      } else store = await chooseStore(config, placed, hostsUsed);
     } catch (error) {
+      if (error instanceof InvalidArgumentError) {
+        io.log(error.message);
+        return 2;
+      }
       io.log(`cannot choose the rendezvous store address: ${(error as Error).message}`);
       return 1;
     }
     if (early !== undefined) return signalExitCode(early);
     const startTimeoutMs = config.settings.startTimeoutMs ?? envMs(io.env.RINGREDUCE_START_TIMEOUT_MS) ?? kDefaultStartTimeoutMs;
     const contract: JobContract = {
-      size: config.np,
-      storeAddr: formatHostPort(store.host, store.port),
-      jobId: newJobId(),
-      ...(config.np > 1 && { secret: newSecret() }),
+      size,
+      storeAddr: browserJob?.storeAddr ?? formatHostPort(store.host, store.port),
+      jobId,
+      ...(size > 1 && { secret }),
       ...(config.networkInterface !== undefined && { networkInterface: config.networkInterface }),
       settings: config.settings,
     };
@@ -106,9 +118,9 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
     io.debug(
       `job ${contract.jobId}: ${config.np} ranks of '${config.command}' on ${hostsUsed.join(', ')}, store at ${contract.storeAddr}`,
     );
-    if (config.np > 1) {
+    if (size > 1) {
       progress = new Progress({
-        size: config.np,
+        size,
         tty: io.stderrIsTty,
         verbose: config.verbose,
         write: io.stderr,
@@ -131,7 +143,9 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
     const specs = buildSpecs(
       () =>
         placed.map((p): RankSpec => {
-          const env = { ...extraEnv, ...contractEnv(contract, { ...p, ...(address !== undefined && { address }) }) };
+          const env = browserJob
+            ? { ...extraEnv, ...contractEnv(contract, browserJob.nodePlacement(p.rank)), ...browserJob.nodeEnv() }
+            : { ...extraEnv, ...contractEnv(contract, { ...p, ...(address !== undefined && { address }) }) };
           if (timeline !== undefined) {
             env[kEnv.timeline] = p.local ? timeline.rankPath : TimelineFiles.remotePath(contract.jobId);
           }
@@ -152,11 +166,16 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
     if (specs === undefined) return 2;
     job = new Job({
       ranks: specs,
+      ...(browserJob && { otherRanks: browserJob.ranks(contract, sinks).ranks }),
       startTimeoutMs,
       log: io.log,
       debug: io.debug,
       onStarted: (count) => progress?.onStarted(count),
     });
+    if (browserJob !== undefined) {
+      const running = job;
+      browserJob.open().catch((error: Error) => running.abort(`cannot open the browser ranks: ${error.message}`, 1));
+    }
     if (progress !== undefined && store.reachable) {
       const watched = progress;
       void watchStore({
@@ -174,6 +193,7 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
     }
     const outcome = await job.finished;
     progress?.stop();
+    await browserJob?.close();
     merged = true;
     timeline?.finish(
       placed.filter((p) => p.local).map((p) => p.rank),
@@ -186,10 +206,11 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
     } else if (outcome.notStarted !== undefined) {
       for (const line of notStartedReport(outcome.notStarted, startTimeoutMs)) io.log(line);
     } else if (outcome.interruptedBy === undefined) {
-      io.debug(`all ${config.np} ranks exited with code 0`);
+      io.debug(`all ${size} ranks exited with code 0`);
     }
     return outcome.exitCode;
   } finally {
+    await browserJob?.close();
     watching.abort();
     progress?.stop();
     unsubscribe();

@@ -1,0 +1,104 @@
+/**
+ * `ringrun --headless`: ringrun opens the browser ranks' tabs itself, in a headless Chromium it
+ * starts (puppeteer-core, which downloads no browser: `CHROME_PATH`, else `chromium`,
+ * `chromium-browser`, `google-chrome` on the PATH). One browser, one tab per rank, a fresh
+ * profile that is removed at the end; closed when the job ends, so no tab outlives it.
+ *
+ * The flags: no sandbox when running as root (Chromium refuses to start otherwise), no GPU, and
+ * none of Chromium's background connections (updates, sync, field trials), which a closed
+ * network refuses by the hundred.
+ */
+import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { InvalidArgumentError } from '../../core/errors.js';
+
+const kCandidates = ['chromium', 'chromium-browser', 'google-chrome', 'google-chrome-stable'];
+const kFlags = [
+  '--disable-gpu',
+  '--no-first-run',
+  '--no-default-browser-check',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-quic',
+  '--disable-features=Translate,OptimizationHints,MediaRouter',
+  // Tabs in the background must not be throttled: the ranks' workers are not, but their pages'
+  // timers are, and each tab is a rank.
+  '--disable-background-timer-throttling',
+  '--disable-renderer-backgrounding',
+  '--disable-backgrounding-occluded-windows',
+];
+
+export interface HeadlessBrowser {
+  /** Closes every tab and the browser, and removes its profile. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Where Chromium is: CHROME_PATH, else the first of kCandidates on PATH. */
+export function findChromium(env: Readonly<Record<string, string | undefined>>): string {
+  const given = env.CHROME_PATH;
+  if (given) return given;
+  for (const dir of (env.PATH ?? '').split(delimiter)) {
+    for (const name of kCandidates) {
+      const path = join(dir, name);
+      try {
+        accessSync(path, constants.X_OK);
+        return path;
+      } catch {}
+    }
+  }
+  throw new InvalidArgumentError(
+    `--headless needs Chromium: none of ${kCandidates.join(', ')} is on the PATH (install it, e.g. apt-get install chromium, or set CHROME_PATH)`,
+  );
+}
+
+/** Starts Chromium and opens `count` tabs on `url`. */
+export async function openHeadless(
+  url: string,
+  count: number,
+  env: Readonly<Record<string, string | undefined>>,
+  log: (message: string) => void,
+): Promise<HeadlessBrowser> {
+  const executablePath = findChromium(env);
+  let launch: (typeof import('puppeteer-core'))['launch'];
+  try {
+    ({ launch } = await import('puppeteer-core'));
+  } catch {
+    throw new InvalidArgumentError('--headless needs the puppeteer-core package: npm install puppeteer-core');
+  }
+  const profile = mkdtempSync(join(tmpdir(), 'ringrun-chromium-'));
+  const runningAsRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const browser = await launch({
+    executablePath,
+    headless: true,
+    userDataDir: profile,
+    args: [...kFlags, ...(runningAsRoot ? ['--no-sandbox'] : [])],
+    handleSIGINT: false,
+    handleSIGTERM: false,
+    handleSIGHUP: false,
+  });
+  let closed = false;
+  browser.on('disconnected', () => {
+    if (!closed) log('the headless browser went away');
+  });
+  try {
+    for (let i = 0; i < count; i++) {
+      const page = await browser.newPage();
+      page.on('pageerror', (error) => log(`a browser rank's page: ${(error as Error).message}`));
+      await page.goto(url, { waitUntil: 'domcontentloaded' });
+    }
+  } catch (error) {
+    await browser.close().catch(() => {});
+    rmSync(profile, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await browser.close().catch(() => {});
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}

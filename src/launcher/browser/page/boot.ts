@@ -1,0 +1,102 @@
+/**
+ * The page of a browser rank (runs on the page's main thread): joins the job over the control
+ * socket, starts the rank's program in a module Web Worker with the environment ringrun gave
+ * it, starts the rank's engine worker when the program asks (engine_host.ts), forwards what the
+ * program prints, and tells ringrun how the rank ended.
+ *
+ * When a rank has ended: its program's module has finished evaluating and its engine (if it
+ * started one) has been shut down, or it failed (an uncaught error, a module that does not
+ * load). The main thread does no work of the rank: a hidden tab's throttled timers do not slow
+ * the rank, whose program and engine run in workers.
+ */
+import {
+  type AssignedMessage,
+  type LauncherToPage,
+  kPagePaths,
+  type PageToLauncher,
+  type PageToProgram,
+  type ProgramToPage,
+} from '../page_protocol.js';
+import { hostEngines } from './engine_host.js';
+
+const status = document.getElementById('status') as HTMLElement;
+const base = location.pathname.endsWith('/') ? location.pathname : `${location.pathname}/`;
+const control = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${base}${kPagePaths.control}`);
+let rank: number | undefined;
+let ended = false;
+
+function send(message: PageToLauncher): void {
+  if (control.readyState === WebSocket.OPEN) control.send(JSON.stringify(message));
+}
+
+function show(text: string): void {
+  status.textContent = text;
+}
+
+control.addEventListener('open', () => send({ type: 'join', userAgent: navigator.userAgent }));
+control.addEventListener('close', (event) => {
+  if (!ended) show(rank === undefined ? `Not joined: ${event.reason || 'the job is not running'}` : 'ringrun has gone.');
+  stopWorkers();
+});
+control.addEventListener('message', (event) => {
+  const message = JSON.parse(String(event.data)) as LauncherToPage;
+  if (message.type === 'assigned') start(message);
+  else if (message.type === 'refused') show(`Not joined: ${message.reason}`);
+  else if (message.type === 'stop') finish(143, 'stopped by ringrun');
+});
+
+let program: Worker | undefined;
+let engines: ReturnType<typeof hostEngines> | undefined;
+let evaluated = false;
+
+function start(assigned: AssignedMessage): void {
+  rank = assigned.rank;
+  document.title = `ringreduce rank ${rank}`;
+  show(`Rank ${rank}: running.`);
+  program = new Worker(new URL(assigned.programUrl, location.href), { type: 'module', name: `ringreduce rank ${rank}` });
+  engines = hostEngines(program, new URL(assigned.engineUrl, location.href), { onAllClosed: maybeFinished });
+  program.addEventListener('message', (event: MessageEvent<ProgramToPage>) => {
+    const message = event.data;
+    if (message?.type === 'ringreduce:output') send({ type: 'output', stream: message.stream, text: message.text });
+    else if (message?.type === 'ringreduce:evaluated') {
+      evaluated = true;
+      maybeFinished();
+    } else if (message?.type === 'ringreduce:pong') {
+      if (evaluated && engines?.running === 0) finish(0);
+    } else if (message?.type === 'ringreduce:uncaught') {
+      send({ type: 'output', stream: 'stderr', text: `${message.message}\n` });
+      finish(1, `failed: ${firstLine(message.message)}`);
+    }
+  });
+  program.addEventListener('error', (event) => {
+    // A module that does not load or throws while it is evaluated.
+    event.preventDefault();
+    const text = event.message || 'the program could not be loaded';
+    send({ type: 'output', stream: 'stderr', text: `${text}\n` });
+    finish(1, `failed: ${firstLine(text)}`);
+  });
+  program.postMessage({ type: 'ringreduce:env', env: assigned.env });
+}
+
+/** Done once both hold; a ping first lets whatever the program did right before reach us. */
+function maybeFinished(): void {
+  if (evaluated && engines?.running === 0) program?.postMessage({ type: 'ringreduce:ping' } satisfies PageToProgram);
+}
+
+function finish(code: number, reason?: string): void {
+  if (ended) return;
+  ended = true;
+  stopWorkers();
+  send(reason === undefined ? { type: 'exit', code } : { type: 'exit', code, reason });
+  show(code === 0 ? `Rank ${rank}: finished.` : `Rank ${rank}: ${reason ?? `ended with code ${code}`}.`);
+  control.close(1000);
+}
+
+function stopWorkers(): void {
+  program?.terminate();
+  engines?.terminateAll();
+}
+
+function firstLine(text: string): string {
+  return text.split('\n', 1)[0] ?? text;
+}
