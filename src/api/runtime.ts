@@ -5,11 +5,13 @@
  */
 import { createHalfConverter, type HalfConverter } from '../algorithms/half_convert.js';
 import { BufferPool } from '../core/buffer_pool.js';
-import { type Config, type InitOptions, kVersion, resolveConfig } from '../core/config.js';
+import { type Config, type InitOptions, resolveConfig } from '../core/config.js';
 import { allocShared } from '../core/dtypes.js';
 import { InvalidArgumentError, RingReduceError, ShutdownError } from '../core/errors.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
+import { v8Collector } from '../core/v8_collector.js';
+import { kVersion } from '../core/version.js';
 import type { CollectiveOp, Request } from '../engine/messages.js';
 import { unnamedName } from '../engine/ops/registry.js';
 import { type RankStats, readStats } from '../engine/stats.js';
@@ -79,7 +81,7 @@ export class RingReduce {
    * Fresh outputs are SharedArrayBuffers, which V8 is slow to free: see shared_memory_reclaimer.ts.
    * Adaptive: a loop of large fresh outputs gets its old ones freed, and reused by malloc, soon.
    */
-  private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true });
+  private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true, collect: v8Collector() });
   /**
    * Memory for allgather's input copy (the engine needs it shared, and the output's layout is
    * only known after negotiation), reused: fresh memory costs its page faults at first touch,

@@ -9,13 +9,14 @@
  * else is set. A source other than RINGREDUCE_* is recorded (Config.jobSource), so that a
  * process that joined a job because of variables left in its environment says so.
  */
-import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { kEnv } from './env_names.js';
 import { InvalidArgumentError } from './errors.js';
 import { isLogLevel, kLogLevels, type LogLevel } from './log_levels.js';
 import { type HierarchicalMode, kHierarchicalModes } from './types.js';
+
+/** Re-exported for src/launcher/check_build.ts, which still imports it from here (core/version.ts is its home). */
+export { kVersion } from './version.js';
 
 export interface Config {
   readonly rank: number;
@@ -116,19 +117,6 @@ export interface JobSource {
 export function joinedBecause(source: JobSource, rank: number, size: number): string {
   const why = source.suspicious === undefined ? `${source.launcher}'s variables` : source.suspicious;
   return `rank ${rank} of ${size} because ${source.variables} ${source.variables.includes(',') ? 'are' : 'is'} set (${why}); set ${kEnv.size}=1 to run this process alone`;
-}
-
-/** This package's version (package.json), read once. */
-export const kVersion: string = readPackageVersion();
-
-function readPackageVersion(): string {
-  try {
-    // dist/src/core/config.js (and src/core/config.ts) sit three folders below the package root.
-    const text = readFileSync(new URL('../../../package.json', import.meta.url), 'utf8');
-    return (JSON.parse(text) as { version?: string }).version ?? 'unknown';
-  } catch {
-    return 'unknown';
-  }
 }
 
 export type Backend = 'tcp' | 'mpi' | 'auto';
@@ -439,6 +427,12 @@ function checkProcessSets(sets: readonly number[][], size: number): readonly (re
   return Object.freeze(sets.map((ranks) => Object.freeze([...ranks])));
 }
 
+/** `bytes` random bytes in hex (the Web Crypto API: Node and browsers alike). */
+function randomHex(bytes: number): string {
+  const random = globalThis.crypto.getRandomValues(new Uint8Array(bytes));
+  return Array.from(random, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
 export function resolveConfig(options: InitOptions = {}, env: Env = process.env): Config {
   const parsed = kOptionsSchema.safeParse(options);
   if (!parsed.success) {
@@ -495,7 +489,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     storeHost: store.host,
     storePort: store.port,
     address: o.address ?? (env[kEnv.address] || undefined),
-    jobId: o.jobId ?? env[kEnv.jobId] ?? (size === 1 ? randomBytes(8).toString('hex') : 'ringreduce'),
+    jobId: o.jobId ?? env[kEnv.jobId] ?? (size === 1 ? randomHex(8) : 'ringreduce'),
     startTimeoutMs: o.startTimeoutMs ?? envInt(env, kEnv.startTimeoutMs, 1) ?? 30_000,
     ioTimeoutMs: o.ioTimeoutMs ?? envInt(env, kEnv.ioTimeoutMs, 1) ?? 30_000,
     stallTimeoutMs: o.stallTimeoutMs ?? envInt(env, kEnv.stallTimeoutMs) ?? 60_000,

@@ -27,6 +27,7 @@ import {
 } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
+import { v8Collector } from '../core/v8_collector.js';
 import { Timeline, timelinePathFor } from '../observability/timeline.js';
 import { SubgroupTransport } from '../transport/subgroup_transport.js';
 import type { Transport } from '../transport/transport.js';
@@ -73,7 +74,7 @@ export class Engine {
   private readonly failedPeers = new Set<number>();
   private readonly timeline: Timeline | undefined;
   /** Collects this thread's handles of fresh memory it is done with (see SharedMemoryReclaimer). */
-  private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true });
+  private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true, collect: v8Collector() });
   /** Calls submitted and not yet settled, by id; while any are, the transport watches the peers. */
   private readonly unsettled = new Map<number, Unsettled>();
   /** rr.stats(): the counters this engine writes (stats.ts). */
