@@ -27,7 +27,6 @@ import {
   type ToEngine,
   type WorkerInit,
 } from '../engine/worker_protocol.js';
-import { dashboardTarget } from '../observability/dashboard_target.js';
 import type { BackendName } from '../transport/backends.js';
 import { waitForChange } from './spin_wait.js';
 
@@ -183,8 +182,7 @@ export class EngineClient implements EngineLink {
     const { port1, port2 } = new MessageChannel();
     const signal = new Int32Array(new SharedArrayBuffer(8));
     const stats = createStatsBuffer();
-    const dashboard = dashboardTarget(config.dashboard);
-    const init: WorkerInit = { config, port: port2, signal, stats, ...(dashboard && { dashboard }) };
+    const init: WorkerInit = { config, port: port2, signal, stats };
     const worker = startWorker(init, [port2]);
     const syncTimeoutMs = (config.stallTimeoutMs > 0 ? config.stallTimeoutMs : 600_000) + config.ioTimeoutMs + 5_000;
     const client = new EngineClient(worker, port1, signal, syncTimeoutMs, stats);
