@@ -8,8 +8,9 @@
  * start, and what else it offers (a timeline file, a garbage collector, the dashboard reporter
  * watching the engine); this module holds what is the same everywhere.
  */
-import { type Config, joinedBecause } from '../core/config.js';
+import type { Config } from '../core/config.js';
 import { InvalidArgumentError, TimeoutError, toErrorRecord } from '../core/errors.js';
+import { joinedBecause } from '../core/job_source.js';
 import type { Logger } from '../core/logger.js';
 import type { Collect } from '../core/shared_memory_reclaimer.js';
 import { runSoon } from '../core/soon.js';
