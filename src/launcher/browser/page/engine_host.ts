@@ -15,7 +15,7 @@ import type { EngineToPage, PageToEngine, PageToProgram, ProgramToPage } from '.
 export interface EngineHostOptions {
   /** The rank's environment: posted to the program worker at once, before anything else (its init() waits for it). */
   env?: Record<string, string>;
-  /** A line an engine logged (it also went to the console): ringrun's page passes it on as the rank's stderr. */
+  /** A line an engine logged, ending in '\n' (it also went to the console): ringrun's page passes it on as the rank's stderr. */
   output?(text: string): void;
 }
 
