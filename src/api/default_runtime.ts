@@ -3,9 +3,10 @@
  * default RingReduce instance, as Horovod's `hvd.*` do. This is the only module-level state in
  * the library, and it is only a facade: everything lives in the instance.
  */
-import { type InitOptions, kVersion } from '../core/config.js';
+import type { InitOptions } from '../core/config.js';
 import { InvalidArgumentError, ShutdownError } from '../core/errors.js';
 import type { ShapedTensor, TensorLike } from '../core/types.js';
+import { kVersion } from '../core/version.js';
 import {
   type AllgatherObjectOptions,
   type AllgatherOptions,

@@ -1,33 +1,30 @@
 /**
- * The caller's side of the engine: starts the worker thread, hands it requests, and settles
- * each call when the engine posts its completion. Completions arrive on a MessagePort rather
- * than the worker's own channel, because a caller blocked in a ...Sync call cannot run its event
- * loop: it sleeps in Atomics.wait on a shared counter that the engine bumps after each post, and
- * then drains the port itself with receiveMessageOnPort (after a bounded spin: spin_wait.ts).
+ * The caller's side of the engine: starts the engine's thread (through the platform: a Node
+ * worker thread, or a browser's module Web Worker that ringrun's page starts), hands it
+ * requests, and settles each call when the engine posts its completion. A caller blocked in a
+ * ...Sync call cannot run its event loop: it sleeps in Atomics.wait on a shared counter that the
+ * engine bumps after each post (after a bounded spin: spin_wait.ts), and then takes the
+ * completion without it (EngineThread.takeSync: Node drains the port, a browser reads the sync
+ * mailbox).
  *
- * The worker and the port keep the process alive only while a call is pending, so a script that
- * forgets shutdown() still exits.
- *
- * The worker runs a file, so the flags that describe the main program's entry (`node
- * --input-type=module -e ...`, stdin, `-p`) must not reach it: a worker given --input-type
- * fails to start. They are filtered out of the inherited execArgv (workerExecArgv).
+ * The engine keeps the process alive only while a call is pending, so a script that forgets
+ * shutdown() still exits.
  */
-import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import type { Config } from '../core/config.js';
-import { fromErrorRecord, RingReduceError, ShutdownError, TimeoutError } from '../core/errors.js';
+import { fromErrorRecord, type RingReduceError, ShutdownError, TimeoutError } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
 import type { Request } from '../engine/messages.js';
 import type { PeerRequest } from '../engine/point_to_point.js';
 import { createStatsBuffer } from '../engine/stats.js';
 import {
+  type EngineInit,
   type FromEngine,
   kSignalBurst,
   kSignalCompletions,
   type Submission,
   type ToEngine,
-  type WorkerInit,
 } from '../engine/worker_protocol.js';
-import { dashboardTarget } from '../observability/dashboard_target.js';
+import type { EngineThread, Platform } from '../platform/platform.js';
 import type { BackendName } from '../transport/backends.js';
 import { waitForChange } from './spin_wait.js';
 
@@ -75,72 +72,6 @@ interface PendingCall {
   released?: () => void;
 }
 
-const kWorkerUrl = new URL('../engine/worker.js', import.meta.url);
-
-/** Flags that say what the main program is (code from -e, stdin, a REPL, a test run), with their value if separate. */
-const kEntryFlags: ReadonlyMap<string, boolean> = new Map([
-  ['--input-type', true],
-  ['-e', true],
-  ['--eval', true],
-  ['-p', true],
-  ['-pe', true],
-  ['--print', true],
-  ['-i', false],
-  ['--interactive', false],
-  ['-c', false],
-  ['--check', false],
-  ['--watch', false],
-  ['--watch-path', true],
-  ['--watch-preserve-output', false],
-  ['--test', false],
-  ['-', false],
-]);
-
-/**
- * The execArgv for the engine's worker: undefined (inherit the process's, as Node does by
- * default) unless it holds flags about the main program's entry, which are then left out,
- * with the values they take.
- */
-export function workerExecArgv(execArgv: readonly string[]): string[] | undefined {
-  const kept: string[] = [];
-  let removed = false;
-  for (let i = 0; i < execArgv.length; i++) {
-    const arg = execArgv[i] as string;
-    const eq = arg.indexOf('=');
-    const flag = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
-    const takesValue = kEntryFlags.get(flag);
-    if (takesValue === undefined && !flag.startsWith('--test-')) {
-      kept.push(arg);
-      continue;
-    }
-    removed = true;
-    if (takesValue === true && eq < 0) i++; // its value is the next word
-  }
-  return removed ? kept : undefined;
-}
-
-/**
- * A worker with `execArgv`; flags a worker refuses (V8's and the process's, which Node lets a
- * worker inherit silently but not be given) are dropped as Node names them.
- */
-function startWorker(workerData: WorkerInit, transferList: MessagePort[]): Worker {
-  let execArgv = workerExecArgv(process.execArgv);
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return new Worker(kWorkerUrl, { workerData, transferList, ...(execArgv && { execArgv }) });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ERR_WORKER_INVALID_EXEC_ARGV' || !execArgv || attempt > 0) throw error;
-      const refused = new Set(((error as Error).message.split(': ')[1] ?? '').split(', '));
-      execArgv = execArgv.filter((arg, i, all) => {
-        if (refused.has(arg) || refused.has(arg.split('=')[0] as string)) return false;
-        const previous = all[i - 1];
-        // The separate value of a refused flag (--stack-size 500).
-        return !(previous !== undefined && refused.has(previous) && !previous.includes('=') && !arg.startsWith('-'));
-      });
-    }
-  }
-}
-
 export class EngineClient implements EngineLink {
   private readonly pending = new Map<number, PendingCall>();
   private nextId = 1;
@@ -155,21 +86,21 @@ export class EngineClient implements EngineLink {
   private lastBurstCalls = 1;
   /** Counts bursts, so that the microtask of a burst ended early (by a ...Sync call) does nothing. */
   private bursts = 0;
+  private readonly thread: EngineThread;
+  private readonly signal: Int32Array;
+  /** The counters the engine writes and rr.stats() reads. */
+  readonly statsBuffer: SharedArrayBuffer;
 
   private constructor(
-    private readonly worker: Worker,
-    private readonly port: MessagePort,
-    private readonly signal: Int32Array,
+    platform: Platform,
+    init: EngineInit & { stats: SharedArrayBuffer },
     private readonly syncTimeoutMs: number,
-    /** The counters the engine writes and rr.stats() reads. */
-    readonly statsBuffer: SharedArrayBuffer,
   ) {
-    port.on('message', (messages: FromEngine[]) => this.dispatchAll(messages));
-    worker.on('error', (error) => this.die(new RingReduceError(`the ringreduce engine thread crashed: ${error.message}`)));
-    worker.on('exit', (code) => {
-      // 'exit' can overtake the port's last messages (an init failure, 'closed'): read them first.
-      this.drain();
-      this.die(new ShutdownError(`the ringreduce engine thread exited (code ${code})`));
+    this.signal = init.signal;
+    this.statsBuffer = init.stats;
+    this.thread = platform.startEngine(init, {
+      messages: (batch) => this.dispatchAll(batch),
+      gone: (error) => this.die(error),
     });
   }
 
@@ -178,16 +109,11 @@ export class EngineClient implements EngineLink {
     return this.connectedWith;
   }
 
-  /** Starts the engine and resolves once it has joined the job (rendezvous and connections done). */
-  static async start(config: Config): Promise<EngineClient> {
-    const { port1, port2 } = new MessageChannel();
-    const signal = new Int32Array(new SharedArrayBuffer(8));
-    const stats = createStatsBuffer();
-    const dashboard = dashboardTarget(config.dashboard);
-    const init: WorkerInit = { config, port: port2, signal, stats, ...(dashboard && { dashboard }) };
-    const worker = startWorker(init, [port2]);
+  /** Starts the engine on `platform` and resolves once it has joined the job (rendezvous and connections done). */
+  static async start(config: Config, platform: Platform): Promise<EngineClient> {
+    const init = { config, signal: new Int32Array(new SharedArrayBuffer(8)), stats: createStatsBuffer() };
     const syncTimeoutMs = (config.stallTimeoutMs > 0 ? config.stallTimeoutMs : 600_000) + config.ioTimeoutMs + 5_000;
-    const client = new EngineClient(worker, port1, signal, syncTimeoutMs, stats);
+    const client = new EngineClient(platform, init, syncTimeoutMs);
     await new Promise<Completion>((resolve, reject) => {
       client.onReady = { resolve, reject };
     });
@@ -197,7 +123,7 @@ export class EngineClient implements EngineLink {
 
   /** Submits a call; the promise settles when every rank has run it (or it failed). */
   submit(call: Call): Promise<Completion> {
-    const id = this.postOrRelease(call);
+    const id = this.postOrRelease(call, false);
     const released = call.released;
     return new Promise<Completion>((resolve, reject) => {
       this.pending.set(id, released ? { resolve, reject, released } : { resolve, reject });
@@ -212,7 +138,7 @@ export class EngineClient implements EngineLink {
    */
   submitSync(call: Call): Completion {
     const { request, released } = call;
-    const id = this.postOrRelease(call);
+    const id = this.postOrRelease(call, true);
     // This thread blocks now: everything submitted so far must reach the engine first.
     this.endBurst();
     let result: { ok: true; value: Completion } | { ok: false; error: Error } | undefined;
@@ -228,7 +154,7 @@ export class EngineClient implements EngineLink {
     const deadline = performance.now() + this.syncTimeoutMs;
     while (result === undefined) {
       const seen = Atomics.load(this.signal, kSignalCompletions);
-      this.drain();
+      this.dispatchAll(this.thread.takeSync(id));
       if (result !== undefined) break;
       const left = deadline - performance.now();
       if (left <= 0 || this.closed) {
@@ -248,17 +174,17 @@ export class EngineClient implements EngineLink {
     const closed = new Promise<void>((resolve) => {
       this.onClosed = resolve;
     });
-    this.port.ref();
+    this.thread.keepAlive(true);
     this.endBurst();
-    this.worker.postMessage({ type: 'shutdown' } satisfies ToEngine);
+    this.thread.post({ type: 'shutdown' } satisfies ToEngine);
     await closed;
-    await this.worker.terminate();
+    await this.thread.terminate();
   }
 
   /** post(), and a submission refused there never reached the engine: its memory is released at once. */
-  private postOrRelease(call: Call): number {
+  private postOrRelease(call: Call, sync: boolean): number {
     try {
-      return this.post(call);
+      return this.post(call, sync);
     } catch (error) {
       call.released?.();
       throw error;
@@ -274,13 +200,14 @@ export class EngineClient implements EngineLink {
    * costs 4-10 us). While the burst lasts, a shared flag tells the engine that the rest is
    * coming, so it reports the first call together with them (engine/burst_gate.ts).
    */
-  private post({ request, buffer, output, fresh, set }: Call): number {
+  private post({ request, buffer, output, fresh, set }: Call, sync: boolean): number {
     if (this.closed) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
     const id = this.nextId++;
     const submission: Submission = { id, request, buffer };
     if (output) submission.output = output;
     if (fresh) submission.fresh = true;
     if (set) submission.set = set;
+    if (sync) submission.sync = true;
     if (this.inBurst) {
       if (this.burst.length === 0) Atomics.store(this.signal, kSignalBurst, 1);
       this.burst.push(submission);
@@ -295,7 +222,7 @@ export class EngineClient implements EngineLink {
       queueMicrotask(() => {
         if (burst === this.bursts) this.endBurst();
       });
-      this.worker.postMessage({ type: 'enqueue', submissions: [submission] } satisfies ToEngine);
+      this.thread.post({ type: 'enqueue', submissions: [submission] } satisfies ToEngine);
     }
     return id;
   }
@@ -308,16 +235,10 @@ export class EngineClient implements EngineLink {
     if (this.burst.length > 0) {
       const submissions = this.burst;
       this.burst = [];
-      this.worker.postMessage({ type: 'enqueue', submissions } satisfies ToEngine);
+      this.thread.post({ type: 'enqueue', submissions } satisfies ToEngine);
     }
     // Lowered after the post: an engine that sees the flag down finds the burst in its queue.
     if (Atomics.exchange(this.signal, kSignalBurst, 0) === 1) Atomics.notify(this.signal, kSignalBurst);
-  }
-
-  private drain(): void {
-    for (let m = receiveMessageOnPort(this.port); m !== undefined; m = receiveMessageOnPort(this.port)) {
-      this.dispatchAll(m.message as FromEngine[]);
-    }
   }
 
   private dispatchAll(messages: readonly FromEngine[]): void {
@@ -335,7 +256,7 @@ export class EngineClient implements EngineLink {
         this.onReady?.reject(fromErrorRecord(message.error));
         this.onReady = undefined;
         this.closed = true;
-        void this.worker.terminate();
+        void this.thread.terminate();
         return;
       case 'done':
       case 'failed': {
@@ -356,7 +277,7 @@ export class EngineClient implements EngineLink {
     }
   }
 
-  private die(error: Error): void {
+  private die(error: RingReduceError): void {
     if (this.closed) return;
     this.closed = true;
     this.onReady?.reject(error);
@@ -376,12 +297,6 @@ export class EngineClient implements EngineLink {
   }
 
   private updateRefs(): void {
-    if (this.pending.size > 0 || this.onReady || this.onClosed) {
-      this.worker.ref();
-      this.port.ref();
-    } else {
-      this.worker.unref();
-      this.port.unref();
-    }
+    this.thread.keepAlive(this.pending.size > 0 || this.onReady !== undefined || this.onClosed !== undefined);
   }
 }

@@ -3,19 +3,21 @@
  * the collectives. The module-level functions of the package use a default instance; create
  * several instances to run several ranks in one process (the tests do).
  */
+import { platform } from '#platform';
 import { createHalfConverter, type HalfConverter } from '../algorithms/half_convert.js';
 import { BufferPool } from '../core/buffer_pool.js';
-import { type Config, type InitOptions, kVersion, resolveConfig } from '../core/config.js';
+import { type Config, type InitOptions, resolveConfig } from '../core/config.js';
 import { allocShared } from '../core/dtypes.js';
 import { InvalidArgumentError, RingReduceError, ShutdownError } from '../core/errors.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
+import { kVersion } from '../core/version.js';
 import type { CollectiveOp, Request } from '../engine/messages.js';
 import { unnamedName } from '../engine/ops/registry.js';
 import { type RankStats, readStats } from '../engine/stats.js';
+import type { ElasticMembership } from '../platform/platform.js';
 import type { BackendName } from '../transport/backends.js';
 import type { CallContext, Prepared, Result } from './call.js';
-import { ElasticWorker } from './elastic_worker.js';
 import { EngineClient, type EngineLink } from './engine_client.js';
 import { type AllgatherOptions, prepareAllgather } from './ops/allgather.js';
 import { type AllreduceOptions, prepareAllreduce } from './ops/allreduce.js';
@@ -79,7 +81,7 @@ export class RingReduce {
    * Fresh outputs are SharedArrayBuffers, which V8 is slow to free: see shared_memory_reclaimer.ts.
    * Adaptive: a loop of large fresh outputs gets its old ones freed, and reused by malloc, soon.
    */
-  private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true });
+  private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true, collect: platform.collector() });
   /**
    * Memory for allgather's input copy (the engine needs it shared, and the output's layout is
    * only known after negotiation), reused: fresh memory costs its page faults at first touch,
@@ -101,8 +103,8 @@ export class RingReduce {
   private constructor(
     private current: Config,
     private engine: EngineLink,
-    /** Elastic mode: where the generations come from (api/elastic_worker.ts). */
-    private readonly elastic?: ElasticWorker,
+    /** Elastic mode: where the generations come from (the platform's: Node's platform/node/elastic_worker.ts). */
+    private readonly elastic?: ElasticMembership,
   ) {
     const config = current;
     this.world = this.contextFor(undefined);
@@ -115,13 +117,13 @@ export class RingReduce {
    * @example const rr = await RingReduce.init(); console.log(rr.rank(), rr.size());
    */
   static async init(options: InitOptions = {}): Promise<RingReduce> {
-    const config = resolveConfig(options);
+    const config = resolveConfig(options, await platform.environment());
     if (config.elasticWorker !== undefined) {
-      const worker = await ElasticWorker.connect(config, config.elasticWorker);
+      const worker = await platform.joinElastic(config, config.elasticWorker);
       const first = await worker.next();
-      return new RingReduce(first, await EngineClient.start(first), worker);
+      return new RingReduce(first, await EngineClient.start(first, platform), worker);
     }
-    return new RingReduce(config, await EngineClient.start(config));
+    return new RingReduce(config, await EngineClient.start(config, platform));
   }
 
   /** The configuration of the job this rank is in now (an elastic job's changes with each generation). */
@@ -151,7 +153,7 @@ export class RingReduce {
     if (!this.elastic) throw new InvalidArgumentError('reform() needs an elastic job (ringrun --elastic)');
     await this.engine.shutdown();
     const config = await this.elastic.next();
-    this.engine = await EngineClient.start(config);
+    this.engine = await EngineClient.start(config, platform);
     this.current = config;
     this.world = this.contextFor(undefined);
     this.sets.clear();
@@ -219,7 +221,7 @@ export class RingReduce {
   }
   /** allreduce that blocks the calling thread (only) until done. */
   allreduceSync<T extends TensorLike>(tensor: T, options?: AllreduceOptions): Result<T> {
-    return this.runSync(this.scoped(options, (c) => prepareAllreduce(c, tensor, options))) as Result<T>;
+    return this.runSync('allreduceSync', () => this.scoped(options, (c) => prepareAllreduce(c, tensor, options))) as Result<T>;
   }
 
   /**
@@ -231,7 +233,7 @@ export class RingReduce {
     return this.run(this.scoped(options, (c) => prepareAllgather(c, tensor, options))) as Promise<Result<T>>;
   }
   allgatherSync<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Result<T> {
-    return this.runSync(this.scoped(options, (c) => prepareAllgather(c, tensor, options))) as Result<T>;
+    return this.runSync('allgatherSync', () => this.scoped(options, (c) => prepareAllgather(c, tensor, options))) as Result<T>;
   }
 
   /**
@@ -243,7 +245,7 @@ export class RingReduce {
     return this.run(this.scoped(options, (c) => prepareBroadcast(c, tensor, options))) as Promise<Result<T>>;
   }
   broadcastSync<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Result<T> {
-    return this.runSync(this.scoped(options, (c) => prepareBroadcast(c, tensor, options))) as Result<T>;
+    return this.runSync('broadcastSync', () => this.scoped(options, (c) => prepareBroadcast(c, tensor, options))) as Result<T>;
   }
 
   /**
@@ -256,7 +258,9 @@ export class RingReduce {
     return this.run(this.scoped(options, (c) => prepareReducescatter(c, tensor, options))) as Promise<Result<T>>;
   }
   reducescatterSync<T extends TensorLike>(tensor: T, options?: ReducescatterOptions): Result<T> {
-    return this.runSync(this.scoped(options, (c) => prepareReducescatter(c, tensor, options))) as Result<T>;
+    return this.runSync('reducescatterSync', () =>
+      this.scoped(options, (c) => prepareReducescatter(c, tensor, options)),
+    ) as Result<T>;
   }
 
   /**
@@ -268,7 +272,9 @@ export class RingReduce {
     return this.run(this.scoped(options, (c) => prepareAlltoall(c, tensor, options))) as Promise<AlltoallResult<T>>;
   }
   alltoallSync<T extends TensorLike>(tensor: T, options?: AlltoallOptions): AlltoallResult<T> {
-    return this.runSync(this.scoped(options, (c) => prepareAlltoall(c, tensor, options))) as AlltoallResult<T>;
+    return this.runSync('alltoallSync', () =>
+      this.scoped(options, (c) => prepareAlltoall(c, tensor, options)),
+    ) as AlltoallResult<T>;
   }
 
   /**
@@ -279,7 +285,7 @@ export class RingReduce {
     return this.run(this.scoped(options, (c) => prepareReduce(c, tensor, options))) as Promise<Result<T> | null>;
   }
   reduceSync<T extends TensorLike>(tensor: T, options?: ReduceOptions): Result<T> | null {
-    return this.runSync(this.scoped(options, (c) => prepareReduce(c, tensor, options))) as Result<T> | null;
+    return this.runSync('reduceSync', () => this.scoped(options, (c) => prepareReduce(c, tensor, options))) as Result<T> | null;
   }
 
   /**
@@ -291,7 +297,7 @@ export class RingReduce {
     return this.run(this.scoped(options, (c) => prepareGather(c, tensor, options))) as Promise<Result<T> | null>;
   }
   gatherSync<T extends TensorLike>(tensor: T, options?: GatherOptions): Result<T> | null {
-    return this.runSync(this.scoped(options, (c) => prepareGather(c, tensor, options))) as Result<T> | null;
+    return this.runSync('gatherSync', () => this.scoped(options, (c) => prepareGather(c, tensor, options))) as Result<T> | null;
   }
 
   /**
@@ -303,7 +309,7 @@ export class RingReduce {
     return this.run(this.scoped(options, (c) => prepareScatter(c, tensor, options))) as Promise<ShapedTensor>;
   }
   scatterSync(tensor: TensorLike | null, options?: ScatterOptions): ShapedTensor {
-    return this.runSync(this.scoped(options, (c) => prepareScatter(c, tensor, options))) as ShapedTensor;
+    return this.runSync('scatterSync', () => this.scoped(options, (c) => prepareScatter(c, tensor, options))) as ShapedTensor;
   }
 
   /**
@@ -316,7 +322,7 @@ export class RingReduce {
     await this.run(this.scoped(options, (c) => prepareSend(c, tensor, options)));
   }
   sendSync(tensor: TensorLike, options: SendOptions): void {
-    this.runSync(this.scoped(options, (c) => prepareSend(c, tensor, options)));
+    this.runSync('sendSync', () => this.scoped(options, (c) => prepareSend(c, tensor, options)));
   }
 
   /**
@@ -328,7 +334,7 @@ export class RingReduce {
     return this.run(this.scoped(options, (c) => prepareRecv(c, into, options))) as Promise<T>;
   }
   recvSync<T extends TensorLike>(into: T, options: RecvOptions): T {
-    return this.runSync(this.scoped(options, (c) => prepareRecv(c, into, options))) as T;
+    return this.runSync('recvSync', () => this.scoped(options, (c) => prepareRecv(c, into, options))) as T;
   }
 
   /**
@@ -437,7 +443,7 @@ export class RingReduce {
     await this.run(this.scoped(options, (c) => prepareBarrier(c, options)));
   }
   barrierSync(options?: BarrierOptions): void {
-    this.runSync(this.scoped(options, (c) => prepareBarrier(c, options)));
+    this.runSync('barrierSync', () => this.scoped(options, (c) => prepareBarrier(c, options)));
   }
 
   /**
@@ -572,7 +578,17 @@ export class RingReduce {
     }
   }
 
-  private runSync(prepared: Prepared): unknown {
+  /**
+   * `prepare`s the call of ...Sync method `method` and blocks this thread until it settles;
+   * refused first, before the call takes a name, where this thread may not block.
+   */
+  private runSync(method: string, prepare: () => Prepared): unknown {
+    if (!platform.mayBlock()) {
+      throw new RingReduceError(
+        `${method} blocks its thread (Atomics.wait), which a browser does not allow on a page's main thread: await ${method.slice(0, -4)}() instead, or run the program in a worker (ringrun's page does)`,
+      );
+    }
+    const prepared = prepare();
     const key = this.claim(prepared);
     try {
       return prepared.finish(this.engine.submitSync(prepared));

@@ -8,8 +8,6 @@
  * kSpinMicros the caller sleeps; and the sleep has the caller's deadline, so nothing waits
  * forever. An idle job never spins: the spin only runs inside a ...Sync call.
  */
-import { performance } from 'node:perf_hooks';
-
 /**
  * Longest spin before sleeping, in microseconds. 10 against 50 µs, 2 ranks, 7 alternations of
  * `node dist/bench/main.js --op allreduce --sizes 4,16K,1M --ranks 2 --sync`: 4 B 501 against

@@ -9,13 +9,15 @@
  * else is set. A source other than RINGREDUCE_* is recorded (Config.jobSource), so that a
  * process that joined a job because of variables left in its environment says so.
  */
-import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { kEnv } from './env_names.js';
 import { InvalidArgumentError } from './errors.js';
+import { type JobSource, joinedBecause } from './job_source.js';
 import { isLogLevel, kLogLevels, type LogLevel } from './log_levels.js';
 import { type HierarchicalMode, kHierarchicalModes } from './types.js';
+
+/** Re-exported for src/launcher/check_build.ts, which still imports it from here (core/version.ts is its home). */
+export { kVersion } from './version.js';
 
 export interface Config {
   readonly rank: number;
@@ -93,42 +95,6 @@ export interface Config {
   readonly elasticWorker: string | undefined;
   /** ringrun --dashboard: the URL this rank reports its state to (observability/dashboard_target.ts). */
   readonly dashboard: string | undefined;
-}
-
-/** Which variables made this process a rank of a job. */
-export interface JobSource {
-  /** "torchrun", "Slurm", "Open MPI", "PMI". */
-  readonly launcher: string;
-  /** The variables with their values, e.g. "RANK=1, WORLD_SIZE=4". */
-  readonly variables: string;
-  /**
-   * Why these look left over rather than set by that launcher for this process (RANK and
-   * WORLD_SIZE without torchrun's TORCHELASTIC_RUN_ID, Slurm's without an srun step), or
-   * undefined when they look deliberate. Said as a warning at init.
-   */
-  readonly suspicious: string | undefined;
-}
-
-/**
- * "rank 1 of 4 because RANK=1, WORLD_SIZE=4 are set (...); set RINGREDUCE_SIZE=1 to run this
- * process alone": for the log line at init and the errors of a job that never gathers.
- */
-export function joinedBecause(source: JobSource, rank: number, size: number): string {
-  const why = source.suspicious === undefined ? `${source.launcher}'s variables` : source.suspicious;
-  return `rank ${rank} of ${size} because ${source.variables} ${source.variables.includes(',') ? 'are' : 'is'} set (${why}); set ${kEnv.size}=1 to run this process alone`;
-}
-
-/** This package's version (package.json), read once. */
-export const kVersion: string = readPackageVersion();
-
-function readPackageVersion(): string {
-  try {
-    // dist/src/core/config.js (and src/core/config.ts) sit three folders below the package root.
-    const text = readFileSync(new URL('../../../package.json', import.meta.url), 'utf8');
-    return (JSON.parse(text) as { version?: string }).version ?? 'unknown';
-  } catch {
-    return 'unknown';
-  }
 }
 
 export type Backend = 'tcp' | 'mpi' | 'auto';
@@ -439,6 +405,12 @@ function checkProcessSets(sets: readonly number[][], size: number): readonly (re
   return Object.freeze(sets.map((ranks) => Object.freeze([...ranks])));
 }
 
+/** `bytes` random bytes in hex (the Web Crypto API: Node and browsers alike). */
+function randomHex(bytes: number): string {
+  const random = globalThis.crypto.getRandomValues(new Uint8Array(bytes));
+  return Array.from(random, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
 export function resolveConfig(options: InitOptions = {}, env: Env = process.env): Config {
   const parsed = kOptionsSchema.safeParse(options);
   if (!parsed.success) {
@@ -495,7 +467,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     storeHost: store.host,
     storePort: store.port,
     address: o.address ?? (env[kEnv.address] || undefined),
-    jobId: o.jobId ?? env[kEnv.jobId] ?? (size === 1 ? randomBytes(8).toString('hex') : 'ringreduce'),
+    jobId: o.jobId ?? env[kEnv.jobId] ?? (size === 1 ? randomHex(8) : 'ringreduce'),
     startTimeoutMs: o.startTimeoutMs ?? envInt(env, kEnv.startTimeoutMs, 1) ?? 30_000,
     ioTimeoutMs: o.ioTimeoutMs ?? envInt(env, kEnv.ioTimeoutMs, 1) ?? 30_000,
     stallTimeoutMs: o.stallTimeoutMs ?? envInt(env, kEnv.stallTimeoutMs) ?? 60_000,

@@ -10,27 +10,12 @@
  * collection: about 2 ms, proportional to the few live young objects, not to the heap, and it
  * frees the short-lived handles (the plain loop then peaks at 363 MiB).
  */
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
+import { runSoon } from './soon.js';
 
 /** Let go of this much shared memory before collecting. */
 export const kDefaultReclaimBytes = 256 * 1024 * 1024;
 
 export type Collect = (options?: { type: 'minor' | 'major' }) => void;
-
-let collector: Collect | undefined | null = null;
-
-function loadCollector(): Collect | undefined {
-  const existing = (globalThis as { gc?: Collect }).gc;
-  if (existing) return existing;
-  try {
-    // Exposes V8's collector to a new context only: nothing else in the process changes.
-    setFlagsFromString('--expose-gc');
-    return runInNewContext('gc') as Collect;
-  } catch {
-    return undefined;
-  }
-}
 
 /** An adaptive reclaimer collects after at least this much, and after twice its largest buffer. */
 export const kMinReclaimBytes = 32 * 1024 * 1024;
@@ -44,7 +29,10 @@ export interface ReclaimerOptions {
    * back before it allocates many more (see "Fresh memory" in docs/performance.md).
    */
   adaptive?: boolean;
-  /** The collector (tests); default V8's, exposed to a new context only. */
+  /**
+   * The thread's collector: V8's on Node (core/v8_collector.ts), a counter in tests. Unset (a
+   * browser, which exposes none): the reclaimer only counts.
+   */
   collect?: Collect;
 }
 
@@ -75,14 +63,16 @@ export class SharedMemoryReclaimer {
     if (this.released < this.threshold || this.scheduled) return;
     this.released = 0;
     this.largest = 0;
-    if (this.collectWith === undefined && collector === null) collector = loadCollector();
-    const collect = this.collectWith ?? collector;
+    const collect = this.collectWith;
     if (!collect) return;
     // Outside the call stack that still holds the latest handles.
     this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      collect({ type: 'minor' });
-    }).unref();
+    runSoon(
+      () => {
+        this.scheduled = false;
+        collect({ type: 'minor' });
+      },
+      { unref: true },
+    );
   }
 }

@@ -26,8 +26,8 @@ import {
   toErrorRecord,
 } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
-import { Timeline, timelinePathFor } from '../observability/timeline.js';
+import { type Collect, SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
+import type { Timeline } from '../observability/timeline.js';
 import { SubgroupTransport } from '../transport/subgroup_transport.js';
 import type { Transport } from '../transport/transport.js';
 import type { BurstGate } from './burst_gate.js';
@@ -52,6 +52,23 @@ export interface Unsettled {
   submittedMs: number;
 }
 
+/** What an engine may be given beyond its configuration, transport, completion sink and logger. */
+export interface EngineOptions {
+  /** Holds the report while the caller is still submitting (worker only; see burst_gate.ts). */
+  burstGate?: BurstGate;
+  /** Where the counters go: the caller's shared buffer (worker), or a buffer of its own. */
+  stats?: StatsWriter;
+  /** The host of every rank (topology.ts: exchanged at start-up); unset: not known, collectives run flat. */
+  hosts?: readonly number[];
+  /**
+   * The Chrome trace of this rank's phases, opened by the thread's entry (openTimeline: a file,
+   * so Node only); the engine closes it at shutdown. Unset: no trace.
+   */
+  timeline?: Timeline;
+  /** This thread's garbage collector, for the reclaimer of fresh shared memory; unset: none is forced. */
+  collect?: Collect;
+}
+
 /** Messages for a set this rank has not defined yet (a faster member's), held at most: a bound on a broken peer. */
 const kMaxEarlyMessages = 100_000;
 
@@ -73,7 +90,10 @@ export class Engine {
   private readonly failedPeers = new Set<number>();
   private readonly timeline: Timeline | undefined;
   /** Collects this thread's handles of fresh memory it is done with (see SharedMemoryReclaimer). */
-  private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true });
+  private readonly reclaimer: SharedMemoryReclaimer;
+  private readonly burstGate: BurstGate | undefined;
+  /** The host of every rank (topology.ts: exchanged at start-up); unset: not known, collectives run flat. */
+  private readonly hosts: readonly number[] | undefined;
   /** Calls submitted and not yet settled, by id; while any are, the transport watches the peers. */
   private readonly unsettled = new Map<number, Unsettled>();
   /** rr.stats(): the counters this engine writes (stats.ts). */
@@ -85,21 +105,17 @@ export class Engine {
     private readonly transport: Transport,
     private readonly postToCaller: (message: FromEngine) => void,
     private readonly logger: Logger,
-    /** Holds the report while the caller is still submitting (worker only; see burst_gate.ts). */
-    private readonly burstGate?: BurstGate,
-    /** Where the counters go: the caller's shared buffer (worker), or a buffer of its own. */
-    stats: StatsWriter = new StatsWriter(),
-    /** The host of every rank (topology.ts: exchanged at start-up); unset: not known, collectives run flat. */
-    private readonly hosts?: readonly number[],
+    options: EngineOptions = {},
   ) {
+    const { burstGate, stats = new StatsWriter(), hosts, timeline, collect } = options;
+    this.burstGate = burstGate;
+    this.hosts = hosts;
     this.stats = stats;
+    this.timeline = timeline;
+    this.reclaimer = new SharedMemoryReclaimer({ adaptive: true, ...(collect && { collect }) });
     // Every message is counted on its way (one add): the engine and its sets see only this view.
     this.transport = new CountingTransport(transport, stats, hosts);
     this.kernels = createWasmKernels() ?? selectKernel;
-    if (config.timeline) {
-      const path = config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline;
-      this.timeline = new Timeline(path, config.rank);
-    }
     this.world = this.defineSet(
       0,
       Array.from({ length: config.size }, (_, r) => r),

@@ -17,6 +17,7 @@ import type { Hierarchy } from '../algorithms/hierarchy.js';
 import type { Config } from '../core/config.js';
 import { fromErrorRecord, PeerFailureError, ShutdownError, toErrorRecord } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
+import { runSoon } from '../core/soon.js';
 import type { Timeline } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
 import type { BurstGate } from './burst_gate.js';
@@ -201,7 +202,7 @@ export class SetEngine {
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       const gate = this.burstGate;
-      setImmediate(() => (gate ? gate.whenIdle(() => this.flush()) : this.flush()));
+      runSoon(() => (gate ? gate.whenIdle(() => this.flush()) : this.flush()));
     }
   }
 

@@ -1,21 +1,20 @@
 /**
- * The messages between the caller's thread (api/engine_client.ts) and the engine worker.
- * Tensor data never travels in them by copy: buffers are SharedArrayBuffer-backed views that
- * both threads see.
+ * The messages between the caller's thread (api/engine_client.ts) and the engine's thread (a
+ * Node worker thread: worker.ts; a browser's module Web Worker: web_worker.ts), and the data
+ * the engine starts with. Tensor data never travels in them by copy: buffers are
+ * SharedArrayBuffer-backed views that both threads see.
  */
 
 import type { Config } from '../core/config.js';
 import type { ErrorRecord } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
-import type { DashboardTarget } from '../observability/dashboard_target.js';
 import type { BackendName } from '../transport/backends.js';
 import type { Request } from './messages.js';
 import type { PeerRequest } from './peer_request.js';
 
-export interface WorkerInit {
+/** What the caller's thread hands a new engine, on any platform (the channel between them aside). */
+export interface EngineInit {
   config: Config;
-  /** The port the engine posts completions on (a MessagePort, so a blocked caller can drain it). */
-  port: import('node:worker_threads').MessagePort;
   /**
    * Int32Array over a SharedArrayBuffer: [kSignalCompletions] counts completions posted (a caller
    * blocked in a ...Sync call waits on it); [kSignalBurst] is 1 while the caller is inside a
@@ -24,8 +23,17 @@ export interface WorkerInit {
   signal: Int32Array;
   /** rr.stats()'s counters: the engine writes them, the caller's thread reads them (stats.ts). */
   stats?: SharedArrayBuffer;
-  /** Where this rank reports to ringrun's dashboard (engine/dashboard_reporter.ts); unset: nowhere. */
-  dashboard?: DashboardTarget;
+  /**
+   * Where the engine writes the completions of ...Sync calls (sync_mailbox.ts): a browser's
+   * caller, which cannot drain its port while it blocks. Unset on Node, whose caller can.
+   */
+  mailbox?: SharedArrayBuffer;
+}
+
+/** A Node worker thread's workerData: the init data and the port the engine posts completions on. */
+export interface WorkerInit extends EngineInit {
+  /** A MessagePort of its own (not the worker's channel), so that a blocked caller can drain it. */
+  port: import('node:worker_threads').MessagePort;
 }
 
 /** One collective the caller submitted. */
@@ -43,6 +51,8 @@ export interface Submission {
   fresh?: true;
   /** The process set of a collective; unset: the world. */
   set?: number;
+  /** A ...Sync call made it: with a mailbox, its completion goes there (sync_mailbox.ts). */
+  sync?: true;
 }
 
 /** Caller → engine. Submissions made in one synchronous burst travel as one message. */

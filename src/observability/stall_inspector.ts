@@ -13,6 +13,7 @@
  * that knows who submitted what.
  */
 import type { Logger } from '../core/logger.js';
+import { unrefTimer } from '../core/soon.js';
 
 /** One tensor name the coordinator is waiting on: when it was first submitted, and by whom. */
 export interface WaitingName {
@@ -44,7 +45,7 @@ export interface StallInspectorOptions {
 const kNamesPerRank = 8;
 
 export class StallInspector {
-  private timer: NodeJS.Timeout | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
   private dueAt = Number.POSITIVE_INFINITY;
   /** Names already warned about (forgotten once they leave the coordinator's list). */
   private readonly warned = new Set<string>();
@@ -59,8 +60,7 @@ export class StallInspector {
     this.timer = undefined;
     this.dueAt = due;
     if (due === Number.POSITIVE_INFINITY) return;
-    this.timer = setTimeout(() => this.check(), Math.max(0, Math.ceil(due - this.options.now())));
-    this.timer.unref();
+    this.timer = unrefTimer(setTimeout(() => this.check(), Math.max(0, Math.ceil(due - this.options.now()))));
   }
 
   close(): void {

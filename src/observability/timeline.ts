@@ -13,7 +13,7 @@
  * close() terminates; rank r of a job of more than one rank writes to `timelinePathFor(path, r)`.
  */
 import { appendFileSync, writeFileSync } from 'node:fs';
-import { performance } from 'node:perf_hooks';
+import type { Config } from '../core/config.js';
 
 export type Phase = 'QUEUE' | 'NEGOTIATE' | 'WAIT' | 'FUSION_COPY' | 'COMMUNICATE' | 'REDUCE';
 
@@ -36,6 +36,12 @@ export function timelinePathFor(path: string, rank: number): string {
   const dot = path.lastIndexOf('.');
   const slash = path.lastIndexOf('/');
   return dot > slash + 1 ? `${path.slice(0, dot)}.rank${rank}${path.slice(dot)}` : `${path}.rank${rank}`;
+}
+
+/** The timeline `config` asks for (RINGREDUCE_TIMELINE, init's `timeline`), opened; undefined when none. */
+export function openTimeline(config: Pick<Config, 'timeline' | 'rank' | 'size'>): Timeline | undefined {
+  if (!config.timeline) return undefined;
+  return new Timeline(config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline, config.rank);
 }
 
 export class Timeline {

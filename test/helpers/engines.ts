@@ -10,6 +10,7 @@ import type { Request } from '../../src/engine/messages.js';
 import type { AllreduceRequest } from '../../src/engine/ops/registry.js';
 import type { PeerRequest } from '../../src/engine/point_to_point.js';
 import type { FromEngine } from '../../src/engine/worker_protocol.js';
+import { openTimeline } from '../../src/observability/timeline.js';
 import { createMemoryWorld, type MemoryTransport } from '../../src/transport/memory/memory_transport.js';
 import { testEnv } from './test_env.js';
 
@@ -37,7 +38,9 @@ export function startEngines(size: number, options: InitOptions = {}): TestRank[
     const post = (message: FromEngine) => {
       if ('id' in message) waiting.get(message.id)?.(message);
     };
-    const engine = new Engine(config, transport, post, new Logger(`[rank ${rank}]`, 'error', () => {}));
+    const engine = new Engine(config, transport, post, new Logger(`[rank ${rank}]`, 'error', () => {}), {
+      timeline: openTimeline(config),
+    });
     return {
       engine,
       transport,

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { kVersion } from '../../src/core/config.js';
+import { kVersion } from '../../src/core/version.js';
 import { mergeTimelineFiles } from '../../src/observability/timeline_merge.js';
 import { cleanEnv, cleanUp, kFailureJob, RingrunRun, tempDir } from './fixtures/ringrun_harness.js';
 

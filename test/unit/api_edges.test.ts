@@ -3,13 +3,12 @@
  * reject rather than throw, a second init() with other options is refused naming the option,
  * every error class has a stable code that survives the engine thread, rr.backend() and
  * rr.version say what runs, and the engine's worker is started without the main program's
- * entry flags (api/engine_client.ts).
+ * entry flags (platform/node/engine_worker.ts).
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { describe, it } from 'node:test';
-import { workerExecArgv } from '../../src/api/engine_client.js';
 import {
   fromErrorRecord,
   InvalidArgumentError,
@@ -23,6 +22,7 @@ import {
   toErrorRecord,
 } from '../../src/core/errors.js';
 import * as rr from '../../src/index.js';
+import { workerExecArgv } from '../../src/platform/node/engine_worker.js';
 
 const kPackageVersion = (
   JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }

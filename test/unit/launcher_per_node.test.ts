@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { kVersion } from '../../src/core/config.js';
 import { InvalidArgumentError } from '../../src/core/errors.js';
+import { kVersion } from '../../src/core/version.js';
 import { type LaunchConfig, parseArgs } from '../../src/launcher/cli.js';
 import { parseEndpoint } from '../../src/launcher/node_args.js';
 

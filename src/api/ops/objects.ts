@@ -1,12 +1,11 @@
 /**
- * allgatherObject and broadcastObject: any structured-clone value (what postMessage can send:
- * objects, arrays, Maps, typed arrays, ...) serialised with node:v8 and carried by the byte
+ * allgatherObject and broadcastObject: any structured-clone value (objects, arrays, Maps, typed
+ * arrays, ...: api/object_codec.ts says exactly what) encoded as bytes and carried by the byte
  * collectives. allgather carries every rank's bytes behind an 8-byte length in one collective;
  * broadcast needs the length on every rank first, so it takes two.
  */
-import { deserialize, serialize } from 'node:v8';
-import { InvalidArgumentError } from '../../core/errors.js';
 import type { ShapedTensor } from '../../core/types.js';
+import { decodeObject, encodeObject } from '../object_codec.js';
 import { ProcessSet } from '../process_set.js';
 import { checkOptions, parseName, parseRoot } from '../tensor_args.js';
 
@@ -48,21 +47,13 @@ export function allgatherObjectSync(rr: ByteCollectives, value: unknown, options
 export async function broadcastObject(rr: ByteCollectives, value: unknown, options: unknown): Promise<unknown> {
   const { length, bytes, data } = prepareBroadcast(rr, value, options);
   const frame = await rr.broadcast(lengthOf(data), length);
-  return deserialize(await rr.broadcast(data ?? new Uint8Array(readLength(frame)), bytes));
+  return decodeObject(await rr.broadcast(data ?? new Uint8Array(readLength(frame)), bytes));
 }
 
 export function broadcastObjectSync(rr: ByteCollectives, value: unknown, options: unknown): unknown {
   const { length, bytes, data } = prepareBroadcast(rr, value, options);
   const frame = rr.broadcastSync(lengthOf(data), length);
-  return deserialize(rr.broadcastSync(data ?? new Uint8Array(readLength(frame)), bytes));
-}
-
-function serialized(value: unknown): Uint8Array {
-  try {
-    return serialize(value);
-  } catch (error) {
-    throw new InvalidArgumentError(`value cannot be sent (it must be structured-cloneable): ${(error as Error).message}`);
-  }
+  return decodeObject(rr.broadcastSync(data ?? new Uint8Array(readLength(frame)), bytes));
 }
 
 /** The rank and size the collectives see: inside the process set when there is one. */
@@ -79,7 +70,7 @@ function prepareGather(rr: ByteCollectives, value: unknown, options: unknown) {
   const o = checkOptions(options, ['name', 'processSet']);
   const name = parseName(o.name);
   const { scope, size } = where(rr, o);
-  const bytes = serialized(value);
+  const bytes = encodeObject(value);
   const framed = new Uint8Array(8 + bytes.length);
   framed.set(lengthOf(bytes));
   framed.set(bytes, 8);
@@ -106,7 +97,7 @@ function unframe(all: Uint8Array, size: number): unknown[] {
   let offset = 0;
   for (let rank = 0; rank < size; rank++) {
     const length = readLength(all.subarray(offset, offset + 8));
-    values.push(deserialize(all.subarray(offset + 8, offset + 8 + length)));
+    values.push(decodeObject(all.subarray(offset + 8, offset + 8 + length)));
     offset += 8 + length;
   }
   return values;
@@ -121,6 +112,6 @@ function prepareBroadcast(rr: ByteCollectives, value: unknown, options: unknown)
   return {
     length: { ...scope, root, ...(name === undefined ? {} : { name: `${name}/length` }) },
     bytes: { ...scope, root, ...(name === undefined ? {} : { name: `${name}/bytes` }) },
-    data: rank === root ? serialized(value) : undefined,
+    data: rank === root ? encodeObject(value) : undefined,
   };
 }

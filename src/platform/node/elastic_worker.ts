@@ -1,13 +1,15 @@
 /**
  * This process as a worker of an elastic job (ringrun --elastic): it meets the launcher's store
- * and takes its rank and size from each generation the launcher publishes (rendezvous/generations.ts).
+ * (over TCP: Node only) and takes its rank and size from each generation the launcher publishes
+ * (rendezvous/generations.ts).
  */
-import type { Config } from '../core/config.js';
-import { JobKey } from '../rendezvous/auth.js';
-import { awaitGeneration, generationJobId, latestGeneration, placementOf } from '../rendezvous/generations.js';
-import { TcpStoreClient } from '../rendezvous/tcp_store.js';
+import type { Config } from '../../core/config.js';
+import { JobKey } from '../../rendezvous/auth.js';
+import { awaitGeneration, generationJobId, latestGeneration, placementOf } from '../../rendezvous/generations.js';
+import { TcpStoreClient } from '../../rendezvous/tcp_store.js';
+import type { ElasticMembership } from '../platform.js';
 
-export class ElasticWorker {
+export class ElasticWorker implements ElasticMembership {
   private current = 0;
   /** When the latest generation was last asked for, and what it was (commits ask often). */
   private checked = { at: Number.NEGATIVE_INFINITY, latest: 0 };

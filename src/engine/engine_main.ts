@@ -1,0 +1,218 @@
+/**
+ * The engine thread's life, whatever hosts it: connects the transport, then feeds the caller's
+ * messages to the Engine and settles each call back to the caller's thread, bumping the shared
+ * signal so that a caller blocked in a ...Sync call wakes up.
+ *
+ * An entry supplies the host: a Node worker thread (worker.ts) or a browser's module Web Worker
+ * (web_worker.ts). The host says how messages travel, where log lines go, which backends it can
+ * start, and what else it offers (a timeline file, a garbage collector, the dashboard reporter
+ * watching the engine); this module holds what is the same everywhere.
+ */
+import type { Config } from '../core/config.js';
+import { InvalidArgumentError, TimeoutError, toErrorRecord } from '../core/errors.js';
+import { joinedBecause } from '../core/job_source.js';
+import type { Logger } from '../core/logger.js';
+import type { Collect } from '../core/shared_memory_reclaimer.js';
+import { runSoon } from '../core/soon.js';
+import type { Timeline } from '../observability/timeline.js';
+import type { BackendFactory, TransportHandle } from '../transport/backend.js';
+import type { BackendName } from '../transport/backends.js';
+import { BurstGate } from './burst_gate.js';
+import { Engine } from './engine.js';
+import { StatsWriter } from './stats.js';
+import { type Settlement, SyncMailboxWriter } from './sync_mailbox.js';
+import { exchangeHosts } from './topology.js';
+import { type EngineInit, type FromEngine, kSignalBurst, kSignalCompletions, type ToEngine } from './worker_protocol.js';
+
+/** The backends an entry can start, and its rule for choosing one. */
+export interface EngineBackends {
+  /** The factories, by name: Node's has tcp, mpi and solo (transport/backends.ts); a browser's fewer. */
+  readonly table: Readonly<Partial<Record<BackendName, BackendFactory>>>;
+  /** The backend this rank's configuration asks for. */
+  choose(config: Config, log: Logger): Promise<BackendName>;
+}
+
+/** Who watches the engine from the side (Node: the dashboard reporter). */
+export interface EngineObserver {
+  /** The engine is connected and runs. */
+  started?(engine: Engine): void;
+  /** The engine could not start, for `error` (told before the caller hears it). */
+  failed?(error: Error): void;
+  /** The engine has stopped; awaited before the caller hears 'closed'. */
+  stopped?(): Promise<void>;
+}
+
+export interface EngineHost {
+  readonly init: EngineInit;
+  readonly logger: Logger;
+  readonly backends: EngineBackends;
+  /** Calls `onMessage` with each message of the caller, in order, until the returned function is called. */
+  listen(onMessage: (message: ToEngine) => void): () => void;
+  /**
+   * Takes at once what the caller has posted and was not delivered yet (Node:
+   * receiveMessageOnPort), so that the submissions of a burst join its first call's report.
+   * Unset (a browser): they arrive as messages, and join the next report.
+   */
+  takePosted?(): ToEngine[];
+  /** Posts the completions of one turn to the caller, as one message. */
+  post(batch: FromEngine[]): void;
+  /** Nothing more will be posted: closes the channel to the caller. */
+  close(): void;
+  /** The trace of this rank's phases, when the configuration asks for one and the host can write it. */
+  openTimeline?(config: Config): Timeline | undefined;
+  /** This thread's garbage collector (SharedMemoryReclaimer); unset: none is forced. */
+  readonly collect?: Collect;
+  readonly observer?: EngineObserver;
+}
+
+/**
+ * Where completions go: batched, one message per synchronous run of the engine (a fused step's
+ * hundred tensors wake the caller once, not a hundred times); the newest ...Sync call's to the
+ * mailbox, when the caller has one.
+ */
+class Settler {
+  private outgoing: FromEngine[] = [];
+  private wrote = false;
+  private scheduled = false;
+  /** The newest submission of a ...Sync call: only its completion goes to the mailbox (see sync_mailbox.ts). */
+  private newestSync = 0;
+  private readonly mailbox: SyncMailboxWriter | undefined;
+
+  constructor(private readonly host: EngineHost) {
+    const { mailbox } = host.init;
+    this.mailbox = mailbox && new SyncMailboxWriter(mailbox);
+  }
+
+  /** Call `id` was made by a ...Sync call. */
+  expectSync(id: number): void {
+    if (this.mailbox) this.newestSync = id;
+  }
+
+  post(message: FromEngine): void {
+    if (this.mailbox && (message.type === 'done' || message.type === 'failed') && message.id === this.newestSync) {
+      this.mailbox.write(message as Settlement);
+      this.wrote = true;
+    } else {
+      this.outgoing.push(message);
+    }
+    if (!this.scheduled) {
+      this.scheduled = true;
+      queueMicrotask(() => this.flush());
+    }
+  }
+
+  flush(): void {
+    this.scheduled = false;
+    if (this.outgoing.length === 0 && !this.wrote) return;
+    if (this.outgoing.length > 0) {
+      const messages = this.outgoing;
+      this.outgoing = [];
+      this.host.post(messages);
+    }
+    this.wrote = false;
+    const { signal } = this.host.init;
+    Atomics.add(signal, kSignalCompletions, 1);
+    Atomics.notify(signal, kSignalCompletions);
+  }
+
+  /** The last message: the channel closes, and a caller blocked in a ...Sync call stops waiting. */
+  finish(message: FromEngine): void {
+    this.post(message);
+    this.mailbox?.stop();
+    this.flush();
+    this.host.close();
+  }
+}
+
+/**
+ * Said at once when another launcher's variables made this process a rank (a warning when they
+ * look left over, as RANK and WORLD_SIZE in a container's environment), and again in a
+ * start-up timeout: a process that waits for peers that never come should say why it waits.
+ */
+function sayWhyJoined(config: Config, logger: Logger): string | undefined {
+  const source = config.jobSource;
+  if (source === undefined) return undefined;
+  const because = joinedBecause(source, config.rank, config.size);
+  if (source.suspicious !== undefined) logger.warn(`joining a job as ${because}`);
+  else logger.info(`joining a job as ${because}`);
+  return because;
+}
+
+/** This rank's transport, from the backend its configuration chooses. */
+async function connect(host: EngineHost): Promise<{ backend: BackendName; connection: TransportHandle }> {
+  const { config } = host.init;
+  const backend = await host.backends.choose(config, host.logger);
+  const factory = host.backends.table[backend];
+  if (factory === undefined) throw new InvalidArgumentError(`the ${backend} backend is not available here`);
+  return { backend, connection: await factory(config, host.logger) };
+}
+
+/** Runs the engine of `host` until the caller shuts it down (or it fails to start). */
+export async function runEngine(host: EngineHost): Promise<void> {
+  const { config, signal, stats } = host.init;
+  const { logger, observer } = host;
+  const settler = new Settler(host);
+  const because = sayWhyJoined(config, logger);
+  let backend: BackendName;
+  let connection: TransportHandle;
+  let hosts: number[] | undefined;
+  try {
+    ({ backend, connection } = await connect(host));
+    hosts = await exchangeHosts(connection.transport, config).catch(async (error) => {
+      await connection.close();
+      throw error;
+    });
+  } catch (error) {
+    if (because !== undefined && error instanceof TimeoutError) error.message += ` (this process is ${because})`;
+    observer?.failed?.(error as Error);
+    settler.finish({ type: 'init-failed', error: toErrorRecord(error) });
+    return;
+  }
+  const enqueue = (message: ToEngine & { type: 'enqueue' }) => {
+    for (const { id, request, buffer, output, fresh, set, sync } of message.submissions) {
+      if (sync) settler.expectSync(id);
+      engine.enqueue(id, request, buffer, output, fresh, set);
+    }
+  };
+  // The submissions a burst posted before lowering its flag are queued on the channel already.
+  const takePosted = host.takePosted;
+  const drainSubmissions = () => {
+    if (takePosted === undefined) return;
+    for (const message of takePosted()) {
+      if (message.type === 'enqueue') enqueue(message);
+      else runSoon(() => onMessage(message));
+    }
+  };
+  const gate = config.burstHoldMs > 0 ? new BurstGate(signal, kSignalBurst, config.burstHoldMs, drainSubmissions) : undefined;
+  if (hosts === undefined) logger.info("the launcher's placements do not say which host each rank is on: collectives run flat");
+  const timeline = host.openTimeline?.(config);
+  const engine = new Engine(config, connection.transport, (message) => settler.post(message), logger, {
+    ...(gate && { burstGate: gate }),
+    stats: new StatsWriter(stats),
+    ...(hosts && { hosts }),
+    ...(timeline && { timeline }),
+    ...(host.collect && { collect: host.collect }),
+  });
+  observer?.started?.(engine);
+  let stopListening = () => {};
+  const onMessage = (message: ToEngine): void => {
+    if (message.type === 'enqueue') {
+      enqueue(message);
+      return;
+    }
+    stopListening();
+    void shutdown();
+  };
+  const shutdown = async (): Promise<void> => {
+    try {
+      await engine.shutdown();
+      await connection.close();
+    } catch (error) {
+      logger.warn(`shutdown: ${(error as Error).message}`);
+    }
+    await observer?.stopped?.();
+    settler.finish({ type: 'closed' });
+  };
+  stopListening = host.listen(onMessage);
+  settler.post({ type: 'ready', backend });
+}

@@ -1,0 +1,89 @@
+/**
+ * The entry of a browser rank's engine worker (a module Web Worker the page starts: see
+ * browser_protocol.ts): the host of engine_main.ts over the MessagePort the program worker sent
+ * through the page, logging to the console (and to the page, which passes lines on to
+ * ringrun), with the backends of kBrowserBackends. What Node's entry (worker.ts) has and this one
+ * has not: no dashboard reporter (it reports over node:http), no timeline file (a browser has no
+ * file system; RINGREDUCE_TIMELINE is refused with a warning), no forced garbage collection (a
+ * browser exposes no collector), and no early take of a burst's submissions (a browser has no
+ * receiveMessageOnPort: a burst's later calls join the next report instead of the first one's).
+ *
+ * Built into dist/browser/engine_worker.js (scripts/build-browser.mjs), which ringrun serves.
+ */
+import { InvalidArgumentError } from '../core/errors.js';
+import { Logger } from '../core/logger.js';
+import { soloBackend } from '../transport/solo_transport.js';
+import type { EngineToPage, PageToEngine } from './browser_protocol.js';
+import { type EngineBackends, runEngine } from './engine_main.js';
+import { SyncMailboxWriter } from './sync_mailbox.js';
+import { type EngineInit, kSignalCompletions, type ToEngine } from './worker_protocol.js';
+
+/**
+ * The backends a browser rank can start: solo, for a job of one rank. The web transport
+ * (transport/web/) joins this table when it lands, as `web: webBackend`, and `choose` then
+ * picks it for a job of more than one rank.
+ */
+export const kBrowserBackends: EngineBackends = {
+  table: { solo: soloBackend },
+  async choose(config) {
+    if (config.size === 1) return 'solo';
+    throw new InvalidArgumentError(
+      `a browser rank of a job of ${config.size} needs the web transport, which this build of ringreduce does not have yet`,
+    );
+  },
+};
+
+/** A dedicated worker's global scope, as far as this module uses it (the DOM lib types `self` as a Window). */
+interface EngineScope {
+  postMessage(message: EngineToPage): void;
+  addEventListener(type: 'message' | 'error', listener: (event: MessageEvent) => void): void;
+  removeEventListener(type: 'message', listener: (event: MessageEvent) => void): void;
+}
+
+const scope = globalThis as unknown as EngineScope;
+
+function consoleLine(line: string): void {
+  const text = line.trimEnd();
+  if (text.includes(' ERROR: ')) console.error(text);
+  else if (text.includes(' WARN: ')) console.warn(text);
+  else console.info(text);
+  scope.postMessage({ type: 'ringreduce:engine-output', text: line });
+}
+
+/** An uncaught error ends this engine: a caller blocked in a ...Sync call stops waiting (the page tells the program the rest). */
+function stopOnCrash(init: EngineInit): void {
+  scope.addEventListener('error', () => {
+    if (init.mailbox) new SyncMailboxWriter(init.mailbox).stop();
+    Atomics.add(init.signal, kSignalCompletions, 1);
+    Atomics.notify(init.signal, kSignalCompletions);
+  });
+}
+
+function start(event: MessageEvent): void {
+  const message = event.data as PageToEngine;
+  if (message?.type !== 'ringreduce:engine-init') return;
+  scope.removeEventListener('message', start);
+  const { init, port } = message;
+  const { config } = init;
+  stopOnCrash(init);
+  const logger = new Logger(`[rank ${config.rank}]`, config.logLevel, consoleLine);
+  if (config.timeline) logger.warn(`a browser rank writes no timeline (it has no file system): ${config.timeline} is ignored`);
+  runEngine({
+    init,
+    logger,
+    backends: kBrowserBackends,
+    listen(onMessage) {
+      const listener = (e: MessageEvent) => onMessage(e.data as ToEngine);
+      port.addEventListener('message', listener);
+      port.start();
+      return () => port.removeEventListener('message', listener);
+    },
+    post: (batch) => port.postMessage(batch),
+    close: () => port.close(),
+  }).catch((error: unknown) => {
+    // As if uncaught: the page's Worker gets an 'error' event, and the mailbox stops (stopOnCrash).
+    reportError(error);
+  });
+}
+
+scope.addEventListener('message', start);
