@@ -111,6 +111,8 @@ export function runtime(): RingReduce {
   return instance();
 }
 
+export { programArgs } from './runtime.js';
+
 /** This package's version, e.g. '0.1.0'. */
 export const version: string = kVersion;
 

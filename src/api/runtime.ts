@@ -64,6 +64,16 @@ export { ProcessSet } from './process_set.js';
  */
 const kStagingRetainBytes = 256 * 1024 * 1024;
 
+/**
+ * The program's own arguments, the same on every kind of rank: on Node, process.argv after the
+ * script; in a browser rank, the words after the script on ringrun's command line. A program
+ * that runs on both reads its options here.
+ * @example const epochs = Number(rr.programArgs()[0] ?? 1);
+ */
+export function programArgs(): readonly string[] {
+  return platform.programArgs();
+}
+
 /** The collective each grouped call is a group of. */
 const kGroupedOps = {
   groupedAllreduce: 'allreduce',

@@ -8,6 +8,7 @@ import { Command, CommanderError } from 'commander';
 import { InvalidArgumentError } from '../core/errors.js';
 import { kLogLevels } from '../core/log_levels.js';
 import { parseCount, parseDuration, parseEnvItem, parseLogLevel, parsePort } from './arg_values.js';
+import { parseBrowser } from './browser/browser_args.js';
 import { checkBuild, versionText } from './check_build.js';
 import { type DashboardAddress, parseDashboardAddress } from './dashboard/address.js';
 import { withDashboard } from './dashboard/watch.js';
@@ -17,7 +18,6 @@ import type { EngineSettings } from './env_contract.js';
 import { type HostSlots, parseHostfile, parseHostList } from './hosts.js';
 import type { LaunchConfig, RunIo } from './launch_config.js';
 import { parsePerNode } from './node_args.js';
-import { parseBrowser } from './browser/browser_args.js';
 import { attemptIo, withRestarts } from './restarts.js';
 import { runJob } from './run_job.js';
 import { runMpi } from './run_mpi.js';
@@ -123,9 +123,12 @@ function buildProgram(out: { text: string }): Command {
     )
     .option('--slurm', "per-node mode with the nodes, this node's index and the endpoint from Slurm (automatic in an srun step)")
     .option('--browser <count>', 'also run <count> browser ranks: web pages (tabs), ranks np … np+count-1 (docs/browser.md)')
-    .option('--headless', 'open the browser ranks in headless Chromium (CHROME_PATH, or chromium on the PATH); else print the join URL')
+    .option(
+      '--headless',
+      'open the browser ranks in headless Chromium (CHROME_PATH, or chromium on the PATH); else print the join URL',
+    )
     .option('--browser-script <file>', "the program the browser ranks run (default: the Node ranks' script)")
-    .option('--browser-host <host[:port]>', 'where the browser ranks\' page is served (default 127.0.0.1 and a free port)')
+    .option('--browser-host <host[:port]>', "where the browser ranks' page is served (default 127.0.0.1 and a free port)")
     .option('--https-cert <file>', 'serve the browser ranks over https with this certificate (PEM), for pages on other machines')
     .option('--https-key <file>', "the --https-cert certificate's private key (PEM)")
     .option('--timeline <file>', "write one trace of every rank's engine to <file> (Chrome trace format: open it in Perfetto)")
@@ -261,7 +264,8 @@ export function parseArgs(
     throw new InvalidArgumentError('--elastic runs on this machine only (no -H or --hostfile)');
   if (elastic !== undefined && perNode !== undefined)
     throw new InvalidArgumentError('--elastic runs with one ringrun, not per node');
-  if (browser !== undefined) checkBrowser({ backend, hosts: hosts !== undefined, perNode: perNode !== undefined, elastic: elastic !== undefined });
+  if (browser !== undefined)
+    checkBrowser({ backend, hosts: hosts !== undefined, perNode: perNode !== undefined, elastic: elastic !== undefined });
   return {
     kind: 'launch',
     ...(opts.dashboard !== undefined && { dashboard: parseDashboardAddress(opts.dashboard as string | true) }),

@@ -41,6 +41,8 @@ export interface BrowserSettings {
   headless: boolean;
   /** The program the tabs run (--browser-script; default: the script the Node ranks run). */
   script: string;
+  /** Its arguments: the words after the Node ranks' script (rr.programArgs() in a tab). */
+  args: string[];
   /** Where the page server listens (--browser-host host[:port]); port 0: a free one. */
   host: string;
   port: number;

@@ -10,8 +10,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { OutputPrefixer, rankPrefix } from './output_prefixer.js';
-import type { RankExit, RankRunner, RankSinks } from './rank_runner.js';
 import { groupAlive, processState, signalGroup } from './process_group.js';
+import type { RankExit, RankRunner, RankSinks } from './rank_runner.js';
 import { TailBuffer } from './tail_buffer.js';
 
 export type { RankExit, RankSinks } from './rank_runner.js';

@@ -11,6 +11,7 @@ import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { InvalidArgumentError } from '../core/errors.js';
 import { interfaceAddress } from '../rendezvous/addresses.js';
+import { BrowserJob } from './browser/browser_job.js';
 import {
   allocatorEnv,
   contractEnv,
@@ -24,7 +25,6 @@ import {
 import { failureReport, notStartedReport, signalExitCode } from './failure_report.js';
 import { findFreePort } from './free_port.js';
 import { isLocalHost } from './hosts.js';
-import { BrowserJob } from './browser/browser_job.js';
 import { Job } from './job.js';
 import type { LaunchConfig, RunIo } from './launch_config.js';
 import { type PlacedRank, placeRanks } from './placement.js';
@@ -92,7 +92,16 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
     let store: { host: string; port: number; reachable: boolean };
     try {
       if (config.browser !== undefined) {
-        browserJob = await BrowserJob.start({ settings: config.browser, np: config.np, jobId, secret, address: config.address, env: io.env, log: io.log, debug: io.debug });
+        browserJob = await BrowserJob.start({
+          settings: config.browser,
+          np: config.np,
+          jobId,
+          secret,
+          address: config.address,
+          env: io.env,
+          log: io.log,
+          debug: io.debug,
+        });
         store = { host: kLocalAddress, port: 0, reachable: false };
       } else store = await chooseStore(config, placed, hostsUsed);
     } catch (error) {

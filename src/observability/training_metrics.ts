@@ -3,10 +3,8 @@
  * thread) publishes them on a BroadcastChannel of this process; the engine thread's dashboard
  * reporter, if there is one, keeps the latest of its rank and sends it with its next report.
  * Nothing listens when no dashboard is watching, and a post costs a structured clone of a few
- * numbers, so the callback needs to know nothing of the dashboard. Imports nothing of ours.
+ * numbers, so the callback needs to know nothing of the dashboard. Imports nothing of ours, nor of Node's: a browser rank loads it too (and nothing listens there).
  */
-import { BroadcastChannel } from 'node:worker_threads';
-
 export const kTrainingChannel = 'ringreduce:training-metrics';
 
 /** What a training loop reports: the last batch's or epoch's metrics and where it is. */
@@ -31,8 +29,9 @@ let channel: BroadcastChannel | undefined;
 export function publishTrainingMetrics(metrics: TrainingMetrics): void {
   try {
     if (!channel) {
+      // The global one: Node's (that of node:worker_threads) or a browser's.
       channel = new BroadcastChannel(kTrainingChannel);
-      channel.unref();
+      (channel as { unref?(): void }).unref?.();
     }
     channel.postMessage(metrics);
   } catch {

@@ -27,6 +27,11 @@ export interface Platform {
   startEngine(init: EngineInit, events: EngineEvents): EngineThread;
   /** This thread's garbage collector, for the reclaimer of fresh shared memory (Node: V8's); undefined where there is none. */
   collector(): Collect | undefined;
+  /**
+   * The program's own arguments: process.argv after the script on Node; in a browser rank, the
+   * same words from ringrun's command line (the page puts them in the program worker's URL).
+   */
+  programArgs(): readonly string[];
   /** Whether this thread may block in Atomics.wait (a browser page's main thread may not). */
   mayBlock(): boolean;
   /** Joins an elastic job (ringrun --elastic) as worker `id`: its generations come from the launcher's store. */

@@ -21,8 +21,28 @@ function rejects(argv: string[], message: RegExp): void {
 
 describe('ringrun --browser', () => {
   it('adds browser ranks after the Node ranks, running the Node ranks script by default', () => {
-    const config = launch('-np', '2', '--browser', '3', '--headless', 'node', '--enable-source-maps', '-r', './setup.js', 'train.js', '--epochs', '1');
-    assert.deepEqual(config.browser, { count: 3, headless: true, script: 'train.js', host: '127.0.0.1', port: 0 });
+    const config = launch(
+      '-np',
+      '2',
+      '--browser',
+      '3',
+      '--headless',
+      'node',
+      '--enable-source-maps',
+      '-r',
+      './setup.js',
+      'train.js',
+      '--epochs',
+      '1',
+    );
+    assert.deepEqual(config.browser, {
+      count: 3,
+      headless: true,
+      script: 'train.js',
+      args: ['--epochs', '1'],
+      host: '127.0.0.1',
+      port: 0,
+    });
     assert.equal(config.np, 2);
   });
 
@@ -33,11 +53,30 @@ describe('ringrun --browser', () => {
 
   it('takes --browser-script, --browser-host and a certificate with its key', () => {
     const config = launch(
-      '-np', '1', '--browser', '1', '--browser-script', 'page.js', '--browser-host', '[::1]:8443',
-      '--https-cert', 'c.pem', '--https-key', 'k.pem', 'sh', '-c', 'node train.js',
+      '-np',
+      '1',
+      '--browser',
+      '1',
+      '--browser-script',
+      'page.js',
+      '--browser-host',
+      '[::1]:8443',
+      '--https-cert',
+      'c.pem',
+      '--https-key',
+      'k.pem',
+      'sh',
+      '-c',
+      'node train.js',
     );
     assert.deepEqual(config.browser, {
-      count: 1, headless: false, script: 'page.js', host: '::1', port: 8443, tls: { certFile: 'c.pem', keyFile: 'k.pem' },
+      count: 1,
+      headless: false,
+      script: 'page.js',
+      args: [],
+      host: '::1',
+      port: 8443,
+      tls: { certFile: 'c.pem', keyFile: 'k.pem' },
     });
   });
 
@@ -53,14 +92,19 @@ describe('ringrun --browser', () => {
     rejects(['-np', '1', '--browser', '0', 'node', 'a.js'], /--browser must be a positive integer/);
     rejects(['-np', '1', '--browser', '1', '--backend', 'mpi', 'node', 'a.js'], /not mpi/);
     rejects(['-np', '2', '-H', 'a:1,b:1', '--browser', '1', 'node', 'a.js'], /no -H or --hostfile/);
-    rejects(['-np', '1', '--browser', '1', '--browser-host', 'a:b:c', 'node', 'a.js'], /--browser-host must be host or host:port/);
+    rejects(
+      ['-np', '1', '--browser', '1', '--browser-host', 'a:b:c', 'node', 'a.js'],
+      /--browser-host must be host or host:port/,
+    );
   });
 });
 
 describe('browser names in reports', () => {
   it('shortens User-Agent strings to browser, version and system', () => {
     assert.equal(
-      describeBrowser('Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/156.0.0.0 Safari/537.36'),
+      describeBrowser(
+        'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/156.0.0.0 Safari/537.36',
+      ),
       'headless Chrome 156 on Linux',
     );
     assert.equal(
@@ -68,7 +112,9 @@ describe('browser names in reports', () => {
       'Firefox 131 on Windows',
     );
     assert.equal(
-      describeBrowser('Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15'),
+      describeBrowser(
+        'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15',
+      ),
       'Safari 17 on macOS',
     );
     assert.equal(describeBrowser(''), 'a browser');

@@ -9,7 +9,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { WebSocket } from 'ws';
 import { BrowserRanks } from '../../src/launcher/browser/browser_ranks.js';
-import type { AssignedMessage, LauncherToPage, PageToLauncher, RefusedMessage } from '../../src/launcher/browser/page_protocol.js';
+import type {
+  AssignedMessage,
+  LauncherToPage,
+  PageToLauncher,
+  RefusedMessage,
+} from '../../src/launcher/browser/page_protocol.js';
 import { kRefusedCloseCode } from '../../src/launcher/browser/page_protocol.js';
 import { PageServer } from '../../src/launcher/browser/page_server.js';
 
@@ -24,7 +29,12 @@ describe('the page server and the browser ranks', () => {
   before(async () => {
     ranks = new BrowserRanks({
       ranks: [2, 3],
-      assignment: (rank) => ({ env: { RINGREDUCE_RANK: String(rank) }, programUrl: 'program.js', engineUrl: 'engine.js' }),
+      assignment: (rank) => ({
+        env: { RINGREDUCE_RANK: String(rank) },
+        args: ['--epochs', '1'],
+        programUrl: 'program.js',
+        engineUrl: 'engine.js',
+      }),
       sinks: () => ({ stdout: (text) => printed.push(text), stderr: (text) => printed.push(`err:${text}`) }),
       tailLines: 5,
       debug: () => {},
@@ -54,7 +64,13 @@ describe('the page server and the browser ranks', () => {
     assert.match(await page.text(), /<script type="module" src="boot.js">/);
     assert.equal(await (await fetch(`${server.joinUrl()}program.js`)).text(), '/* the program */');
     const origin = new URL(server.joinUrl()).origin;
-    for (const path of ['/', '/0123456789abcdef0123456789abcdef/', `/${server.token}x/`, `/${server.token}/secret.txt`, `/${server.token}`]) {
+    for (const path of [
+      '/',
+      '/0123456789abcdef0123456789abcdef/',
+      `/${server.token}x/`,
+      `/${server.token}/secret.txt`,
+      `/${server.token}`,
+    ]) {
       assert.equal((await fetch(`${origin}${path}`)).status, 404, path);
     }
   });
@@ -96,7 +112,7 @@ describe('the page server and the browser ranks', () => {
   });
 
   async function join(): Promise<{ socket: WebSocket; message: LauncherToPage }> {
-    const socket = new WebSocket(server.joinUrl().replace(/^http/, 'ws') + 'control');
+    const socket = new WebSocket(`${server.joinUrl().replace(/^http/, 'ws')}control`);
     await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
     const message = new Promise<LauncherToPage>((resolve) => socket.once('message', (data) => resolve(JSON.parse(String(data)))));
     send(socket, { type: 'join', userAgent: 'Mozilla/5.0 (X11; Linux x86_64) HeadlessChrome/156.0.0.0' });

@@ -10,12 +10,24 @@
  * - `ModelCheckpointCallback`, which saves on one rank (0) every few epochs of `model.fit`.
  *
  * The recipe to resume a data-parallel job: load on rank 0, then broadcastModel (docs/tfjs.md).
+ * node:fs is imported when a file is read or written, not with this module: a browser rank loads
+ * the adapter too, and only saving to files is Node's.
  */
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { InvalidArgumentError } from '../../core/errors.js';
 import * as rr from '../../index.js';
+
+/** node:fs/promises and node:path, or an error saying that this rank has no file system. */
+async function fileSystem() {
+  try {
+    const [fs, path] = await Promise.all([import('node:fs/promises'), import('node:path')]);
+    return { ...fs, join: path.join };
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `checkpoints are files, and this rank has no file system (a browser rank): save and load them on a Node rank (${(error as Error).message})`,
+    );
+  }
+}
 
 export const kModelFile = 'model.json';
 export const kWeightsFile = 'weights.bin';
@@ -53,6 +65,7 @@ export function fileLoadHandler(dir: string): tf.io.IOHandler {
   return {
     load: async () => {
       const modelJSON = await readModelJSON(dir);
+      const { readFile, join } = await fileSystem();
       return tf.io.getModelArtifactsForJSON(modelJSON, async (manifest) => {
         const specs = manifest.flatMap((group) => group.weights);
         const files = await Promise.all(manifest.flatMap((group) => group.paths).map((path) => readFile(join(dir, path))));
@@ -206,6 +219,7 @@ function weightBytes(data: tf.io.WeightData | undefined): ArrayBuffer {
 }
 
 async function readModelJSON(dir: string): Promise<CheckpointJSON> {
+  const { readFile, join } = await fileSystem();
   const text = await readFile(join(dir, kModelFile), 'utf8');
   return JSON.parse(text) as CheckpointJSON;
 }
@@ -219,6 +233,7 @@ async function writeArtifacts(
   if (artifacts.modelTopology instanceof ArrayBuffer) {
     throw new InvalidArgumentError('fileSaveHandler saves layers models; a binary (GraphDef) topology is not supported');
   }
+  const { mkdir, rename, writeFile, join } = await fileSystem();
   await mkdir(dir, { recursive: true });
   const modelJSON: CheckpointJSON = {
     modelTopology: artifacts.modelTopology ?? {},

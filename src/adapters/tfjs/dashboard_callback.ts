@@ -47,9 +47,10 @@ export class DashboardCallback extends tf.Callback {
     super();
     this.collectives = collectivesOf(options);
     this.reportEveryMs = options.reportEveryMs ?? 500;
-    const draw = options.progressBar ?? this.collectives.rank() === 0;
+    // A browser rank has no stdout to draw on (and its build has no cli-progress: package.json's "browser" field).
+    const stream = options.stream ?? (globalThis as { process?: { stdout?: NodeJS.WritableStream } }).process?.stdout;
+    const draw = stream !== undefined && (options.progressBar ?? this.collectives.rank() === 0);
     if (draw) {
-      const stream = options.stream ?? process.stdout;
       this.bar = new cliProgress.SingleBar(
         {
           format: 'epoch {epoch}/{epochs} [{bar}] {value}/{total} batches {eta_formatted} left | {metrics}',

@@ -28,12 +28,21 @@ export function parseBrowser(
   const count = parseCount('--browser', countText);
   const certFile = text('httpsCert');
   const keyFile = text('httpsKey');
-  if ((certFile === undefined) !== (keyFile === undefined)) throw new InvalidArgumentError('give --https-cert and --https-key together');
+  if ((certFile === undefined) !== (keyFile === undefined))
+    throw new InvalidArgumentError('give --https-cert and --https-key together');
   const { host, port } = parseBrowserHost(text('browserHost') ?? '127.0.0.1');
+  const given = text('browserScript');
+  const nodeScript = scriptIndex(command, args);
+  if (given === undefined && nodeScript === undefined) {
+    throw new InvalidArgumentError(
+      `--browser: cannot tell which script '${[command, ...args].join(' ')}' runs; give the browser ranks theirs with --browser-script <file>`,
+    );
+  }
   return {
     count,
     headless,
-    script: text('browserScript') ?? scriptOf(command, args),
+    script: given ?? (args[nodeScript as number] as string),
+    args: nodeScript === undefined ? [] : args.slice(nodeScript + 1),
     host,
     port,
     ...(certFile !== undefined && keyFile !== undefined && { tls: { certFile, keyFile } }),
@@ -47,19 +56,16 @@ function parseBrowserHost(value: string): { host: string; port: number } {
   return { host: (match[1] ?? match[2]) as string, port: match[3] === undefined ? 0 : parsePort('--browser-host', match[3]) };
 }
 
-/** The script of `node [options] script.js ...`; another command needs --browser-script. */
-function scriptOf(command: string, args: readonly string[]): string {
-  if (/^node(\.exe)?$/.test(basename(command))) {
-    for (let i = 0; i < args.length; i++) {
-      const arg = args[i] as string;
-      if (kNodeValueFlags.has(arg)) i++;
-      else if (arg === '-e' || arg === '--eval' || arg === '-p' || arg === '--print') break;
-      else if (!arg.startsWith('-')) return arg;
-    }
+/** Where the script is in `node [options] script.js ...`; undefined for another command. */
+function scriptIndex(command: string, args: readonly string[]): number | undefined {
+  if (!/^node(\.exe)?$/.test(basename(command))) return undefined;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    if (kNodeValueFlags.has(arg)) i++;
+    else if (arg === '-e' || arg === '--eval' || arg === '-p' || arg === '--print') return undefined;
+    else if (!arg.startsWith('-')) return i;
   }
-  throw new InvalidArgumentError(
-    `--browser: cannot tell which script '${[command, ...args].join(' ')}' runs; give the browser ranks theirs with --browser-script <file>`,
-  );
+  return undefined;
 }
 
 function flagName(name: string): string {

@@ -13,11 +13,11 @@
  * are WebSockets and, between two tabs, WebRTC data channels.
  */
 import { readFileSync } from 'node:fs';
+import { InvalidArgumentError } from '../../core/errors.js';
 import { isLoopback, isWildcard } from '../../rendezvous/addresses.js';
 import { JobKey } from '../../rendezvous/auth.js';
 import { TcpStoreClient, TcpStoreServer } from '../../rendezvous/tcp_store.js';
 import { serveStoreBridge } from '../../rendezvous/web_store_bridge.js';
-import { InvalidArgumentError } from '../../core/errors.js';
 import { contractEnv, formatHostPort, type JobContract, kEnv, kLocalAddress, type RankPlacement } from '../env_contract.js';
 import type { BrowserSettings } from '../launch_config.js';
 import type { RankSinks } from '../rank_runner.js';
@@ -81,7 +81,8 @@ export class BrowserJob {
       await store.close();
       throw error;
     }
-    const nodeAddress = options.address ?? (isLoopback(settings.host) ? kLocalAddress : isWildcard(settings.host) ? '0.0.0.0' : settings.host);
+    const nodeAddress =
+      options.address ?? (isLoopback(settings.host) ? kLocalAddress : isWildcard(settings.host) ? '0.0.0.0' : settings.host);
     const job: BrowserJob = new BrowserJob(options, store, storePort, server, nodeAddress);
     const bridge = async (socket: Parameters<PageServerOptions['onStore']>[0]) => {
       const client = await TcpStoreClient.connect({ host: kLocalAddress, port: storePort, connectTimeoutMs: 5000, key });
@@ -117,6 +118,7 @@ export class BrowserJob {
         const placement: RankPlacement = { rank, localRank: 0, localSize: 1, crossRank: hostsBefore + rank - np, crossSize };
         return {
           env: { ...contractEnv(contract, placement), [kEnv.backend]: 'web', [kEnv.storeUrl]: this.server.storeUrl() },
+          args: settings.args,
           programUrl: kPagePaths.program,
           engineUrl: kPagePaths.engine,
         };
@@ -138,7 +140,9 @@ export class BrowserJob {
   async open(): Promise<void> {
     const { settings } = this.options;
     if (!settings.headless) {
-      this.options.log(`open ${settings.count === 1 ? 'this URL in a browser tab' : `this URL in ${settings.count} browser tabs`} to start the browser ranks: ${this.joinUrl}`);
+      this.options.log(
+        `open ${settings.count === 1 ? 'this URL in a browser tab' : `this URL in ${settings.count} browser tabs`} to start the browser ranks: ${this.joinUrl}`,
+      );
       return;
     }
     this.headless = await openHeadless(this.joinUrl, settings.count, this.options.env, this.options.log);

@@ -15,6 +15,7 @@ import { describeBrowser } from './user_agent.js';
 /** What a page is told when it takes this rank. */
 export interface Assignment {
   env: Record<string, string>;
+  args: string[];
   programUrl: string;
   engineUrl: string;
 }

@@ -25,7 +25,9 @@ export class BrowserRanks {
   readonly ranks: readonly BrowserRank[];
 
   constructor(private readonly options: BrowserRanksOptions) {
-    this.ranks = options.ranks.map((rank) => new BrowserRank(rank, options.assignment(rank), options.sinks(rank), options.tailLines));
+    this.ranks = options.ranks.map(
+      (rank) => new BrowserRank(rank, options.assignment(rank), options.sinks(rank), options.tailLines),
+    );
   }
 
   /** The ranks no page has taken yet. */

@@ -1,10 +1,11 @@
 /**
- * The scripts a browser rank's page loads, bundled by esbuild when ringrun starts (a few hundred
- * milliseconds), each one self-contained ES module:
+ * The scripts a browser rank's page loads, each one self-contained ES module:
  *
- * - boot: the page's own script (page/boot.ts);
- * - engine: the rank's engine, run in a module Web Worker (engine/web_worker.ts);
- * - program: the user's program, behind the prelude that forwards its output (page/rank_prelude.ts).
+ * - boot: the page's own script (page/boot.ts), and engine: the rank's engine, run in a module
+ *   Web Worker (engine/web_worker.ts): the same for every job, bundled by `npm run build`
+ *   (scripts/build-browser.mjs) into dist/browser/;
+ * - program: the user's program, behind the prelude that forwards its output (page/rank_prelude.ts),
+ *   bundled by esbuild when ringrun starts (a few hundred milliseconds).
  *   'ringreduce' and 'ringreduce/tfjs' resolve to this package's browser build, whatever the
  *   program's folder; everything else resolves from the program's folder as Node would, with the
  *   `browser` condition (so '@tensorflow/tfjs' takes its browser build).
@@ -22,9 +23,9 @@ import { InvalidArgumentError } from '../../core/errors.js';
 
 /** dist/src/ (or src/ when run from the sources): the package's modules the bundles start from. */
 const kSourceRoot = fileURLToPath(new URL('../../', import.meta.url));
+/** dist/browser/, where the build puts the page's script and the engine's. */
+const kBuilt = fileURLToPath(new URL('../../../browser/', import.meta.url));
 const kEntries = {
-  boot: resolve(kSourceRoot, 'launcher/browser/page/boot.js'),
-  engine: resolve(kSourceRoot, 'engine/web_worker.js'),
   prelude: resolve(kSourceRoot, 'launcher/browser/page/rank_prelude.js'),
   ringreduce: resolve(kSourceRoot, 'index.js'),
   tfjsAdapter: resolve(kSourceRoot, 'adapters/tfjs/index.js'),
@@ -38,9 +39,16 @@ export interface Bundle {
   readonly assets: ReadonlyMap<string, string>;
 }
 
-/** The page's script and the engine worker's: the same for every job. */
+/** The page's script and the engine worker's: the same for every job, built with the package. */
 export async function bundleRuntime(): Promise<{ boot: Bundle; engine: Bundle }> {
-  const [boot, engine] = await Promise.all([bundle(kEntries.boot, kSourceRoot), bundle(kEntries.engine, kSourceRoot)]);
+  const read = async (name: string): Promise<Bundle> => {
+    try {
+      return { code: await readFile(resolve(kBuilt, name), 'utf8'), assets: new Map() };
+    } catch (error) {
+      throw new InvalidArgumentError(`the browser ranks' ${name} is missing (${(error as Error).message}): run npm run build`);
+    }
+  };
+  const [boot, engine] = await Promise.all([read('boot.js'), read('engine_worker.js')]);
   return { boot, engine };
 }
 
@@ -61,13 +69,13 @@ export async function bundleProgram(script: string): Promise<Bundle> {
   return bundle({ contents: entry, resolveDir: dirname(path), sourcefile: 'ringreduce-program-entry.js' }, dirname(path), path);
 }
 
-async function bundle(entry: string | esbuild.StdinOptions, workingDir: string, program?: string): Promise<Bundle> {
+async function bundle(entry: esbuild.StdinOptions, workingDir: string, program: string): Promise<Bundle> {
   const assets = new Map<string, string>();
   const staticNodeImports: string[] = [];
   let result: esbuild.BuildResult<{ write: false; metafile: true }>;
   try {
     result = await esbuild.build({
-      ...(typeof entry === 'string' ? { entryPoints: [entry] } : { stdin: entry }),
+      stdin: entry,
       absWorkingDir: workingDir,
       bundle: true,
       write: false,
@@ -84,16 +92,16 @@ async function bundle(entry: string | esbuild.StdinOptions, workingDir: string, 
     const failure = error as esbuild.BuildFailure;
     const first = failure.errors?.[0];
     const where = first?.location ? `${relative(process.cwd(), first.location.file)}:${first.location.line}: ` : '';
-    throw new InvalidArgumentError(`cannot bundle ${program ?? 'the page'} for browsers: ${where}${first?.text ?? failure.message}`);
+    throw new InvalidArgumentError(`cannot bundle ${program} for browsers: ${where}${first?.text ?? failure.message}`);
   }
   if (staticNodeImports.length > 0) {
     throw new InvalidArgumentError(
-      `${program ?? 'the page'} cannot run in a browser: ${[...new Set(staticNodeImports)].join('; ')} ` +
+      `${program} cannot run in a browser: ${[...new Set(staticNodeImports)].join('; ')} ` +
         '(a browser rank runs web-standard code only: give --browser-script a file without Node imports, or import them dynamically behind a check)',
     );
   }
   const output = result.outputFiles?.[0];
-  if (output === undefined) throw new InvalidArgumentError(`esbuild produced nothing for ${program ?? 'the page'}`);
+  if (output === undefined) throw new InvalidArgumentError(`esbuild produced nothing for ${program}`);
   return { code: output.text, assets };
 }
 
@@ -110,7 +118,7 @@ function packageAliases(): esbuild.Plugin {
 }
 
 /** Node builtins stay imports (external); static ones are collected to be refused with their importer's name. */
-function nodeBuiltins(staticImports: string[]): esbuild.Plugin {
+export function nodeBuiltins(staticImports: string[]): esbuild.Plugin {
   return {
     name: 'node-builtins',
     setup(build) {

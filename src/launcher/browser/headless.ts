@@ -61,7 +61,7 @@ export async function openHeadless(
   log: (message: string) => void,
 ): Promise<HeadlessBrowser> {
   const executablePath = findChromium(env);
-  let launch: (typeof import('puppeteer-core'))['launch'];
+  let launch: typeof import('puppeteer-core')['launch'];
   try {
     ({ launch } = await import('puppeteer-core'));
   } catch {

@@ -33,6 +33,8 @@ export interface AssignedMessage {
   rank: number;
   /** The RINGREDUCE_* variables a Node rank would get, for the program's init(). */
   env: Record<string, string>;
+  /** The words after the script on ringrun's command line (a Node rank's process.argv.slice(2)). */
+  args: string[];
   /** Relative to the page. */
   programUrl: string;
   engineUrl: string;
@@ -64,8 +66,8 @@ export interface ExitMessage {
 export type PageToLauncher = JoinMessage | OutputMessage | ExitMessage;
 export type LauncherToPage = AssignedMessage | RefusedMessage | StopMessage;
 
-/** Program worker → page: what the rank's prelude (rank_prelude.ts) reports. */
-export type ProgramToPage =
+/** Program worker → page: what the rank's prelude (rank_prelude.ts) reports (ringreduce's own: engine/browser_protocol.ts). */
+export type PreludeToPage =
   | { type: 'ringreduce:output'; stream: 'stdout' | 'stderr'; text: string }
   /** The program's module, top-level await included, has finished evaluating. */
   | { type: 'ringreduce:evaluated' }
@@ -74,8 +76,8 @@ export type ProgramToPage =
   /** The answer to `ringreduce:ping`: everything the program did before it has been reported. */
   | { type: 'ringreduce:pong' };
 
-/** Page → program worker, besides the environment (platform/browser): asks for a `ringreduce:pong`. */
-export type PageToProgram = { type: 'ringreduce:ping' };
+/** Page → program worker: asks the prelude for a `ringreduce:pong`. */
+export type PageToPrelude = { type: 'ringreduce:ping' };
 
 /** The control socket's close code for "this page may not join" (bad token, no free rank). */
 export const kRefusedCloseCode = 4403;

@@ -21,6 +21,17 @@ function probeMayBlock(): boolean {
 
 const kMayBlock = probeMayBlock();
 
+/** The `argv` parameter of this worker's URL (a JSON array of strings), as ringrun's page sets it. */
+function readProgramArgs(): readonly string[] {
+  try {
+    const text = new URL(String((globalThis as { location?: { href?: string } }).location?.href)).searchParams.get('argv');
+    const args: unknown = text === null ? [] : JSON.parse(text);
+    return Object.freeze(Array.isArray(args) ? args.map(String) : []);
+  } catch {
+    return Object.freeze([]);
+  }
+}
+
 export const platform: Platform = Object.freeze({
   name: 'browser',
   environment: pageEnvironment,
@@ -28,6 +39,7 @@ export const platform: Platform = Object.freeze({
   // A browser exposes no collector; its shared memory is freed when the collector decides.
   collector: () => undefined,
   mayBlock: () => kMayBlock,
+  programArgs: readProgramArgs,
   joinElastic: async () => {
     throw new InvalidArgumentError(
       'elastic jobs (ringrun --elastic) have no browser ranks: their generations come from a TCP store, which a browser cannot reach',

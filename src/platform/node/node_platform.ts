@@ -9,6 +9,7 @@ export const platform: Platform = Object.freeze({
   environment: async () => process.env,
   startEngine: startEngineWorker,
   collector: v8Collector,
+  programArgs: () => Object.freeze(process.argv.slice(2)),
   // Node lets every thread block, its main thread too.
   mayBlock: () => true,
   joinElastic: (config, id) => ElasticWorker.connect(config, id),

@@ -11,13 +11,14 @@
  */
 import {
   type AssignedMessage,
-  type LauncherToPage,
   kPagePaths,
+  type LauncherToPage,
   type PageToLauncher,
-  type PageToProgram,
-  type ProgramToPage,
+  type PageToPrelude,
+  type PreludeToPage,
 } from '../page_protocol.js';
-import { hostEngines } from './engine_host.js';
+import { type DataChannelService, serveDataChannels } from './data_channels.js';
+import { type EngineHost, hostEngines } from './engine_host.js';
 
 const status = document.getElementById('status') as HTMLElement;
 const base = location.pathname.endsWith('/') ? location.pathname : `${location.pathname}/`;
@@ -46,16 +47,29 @@ control.addEventListener('message', (event) => {
 });
 
 let program: Worker | undefined;
-let engines: ReturnType<typeof hostEngines> | undefined;
+let engines: EngineHost | undefined;
+const channels = new Map<Worker, DataChannelService>();
 let evaluated = false;
 
 function start(assigned: AssignedMessage): void {
   rank = assigned.rank;
   document.title = `ringreduce rank ${rank}`;
   show(`Rank ${rank}: running.`);
-  program = new Worker(new URL(assigned.programUrl, location.href), { type: 'module', name: `ringreduce rank ${rank}` });
-  engines = hostEngines(program, new URL(assigned.engineUrl, location.href), { onAllClosed: maybeFinished });
-  program.addEventListener('message', (event: MessageEvent<ProgramToPage>) => {
+  const programUrl = new URL(assigned.programUrl, location.href);
+  // The program's arguments, as a Node rank has them in process.argv (platform/browser reads them back).
+  programUrl.searchParams.set('argv', JSON.stringify(assigned.args));
+  program = new Worker(programUrl, { type: 'module', name: `ringreduce rank ${rank}` });
+  engines = hostEngines(program, new URL(assigned.engineUrl, location.href), {
+    env: assigned.env,
+    output: (text) => send({ type: 'output', stream: 'stderr', text }),
+    started: (engine) => channels.set(engine, serveDataChannels(engine)),
+    stopped: (engine) => {
+      channels.get(engine)?.closeAll();
+      channels.delete(engine);
+      maybeFinished();
+    },
+  });
+  program.addEventListener('message', (event: MessageEvent<PreludeToPage>) => {
     const message = event.data;
     if (message?.type === 'ringreduce:output') send({ type: 'output', stream: message.stream, text: message.text });
     else if (message?.type === 'ringreduce:evaluated') {
@@ -75,12 +89,11 @@ function start(assigned: AssignedMessage): void {
     send({ type: 'output', stream: 'stderr', text: `${text}\n` });
     finish(1, `failed: ${firstLine(text)}`);
   });
-  program.postMessage({ type: 'ringreduce:env', env: assigned.env });
 }
 
 /** Done once both hold; a ping first lets whatever the program did right before reach us. */
 function maybeFinished(): void {
-  if (evaluated && engines?.running === 0) program?.postMessage({ type: 'ringreduce:ping' } satisfies PageToProgram);
+  if (evaluated && engines?.running === 0) program?.postMessage({ type: 'ringreduce:ping' } satisfies PageToPrelude);
 }
 
 function finish(code: number, reason?: string): void {
@@ -94,7 +107,7 @@ function finish(code: number, reason?: string): void {
 
 function stopWorkers(): void {
   program?.terminate();
-  engines?.terminateAll();
+  engines?.stop();
 }
 
 function firstLine(text: string): string {

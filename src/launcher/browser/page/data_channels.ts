@@ -53,7 +53,9 @@ export function serveDataChannels(engine: Worker): DataChannelService {
             (error: Error) => post({ type: 'ringreduce:rtc-failed', id, message: `answering: ${error.message}` }),
           );
       } else {
-        applied.catch((error: Error) => post({ type: 'ringreduce:rtc-failed', id, message: `taking the answer: ${error.message}` }));
+        applied.catch((error: Error) =>
+          post({ type: 'ringreduce:rtc-failed', id, message: `taking the answer: ${error.message}` }),
+        );
       }
     } else if (message?.type === 'ringreduce:rtc-close-all') closeAll();
   });

@@ -17,9 +17,15 @@ export interface EngineHostOptions {
   env?: Record<string, string>;
   /** A line an engine logged, ending in '\n' (it also went to the console): ringrun's page passes it on as the rank's stderr. */
   output?(text: string): void;
+  /** An engine's worker has started (the page serves its data channels). */
+  started?(engine: Worker): void;
+  /** An engine's worker has been terminated: the program stopped it, or it failed. */
+  stopped?(engine: Worker): void;
 }
 
 export interface EngineHost {
+  /** Engines started and not yet stopped. */
+  readonly running: number;
   /** Stops answering the program and terminates its engines. */
   stop(): void;
 }
@@ -32,9 +38,15 @@ function isMessage<T extends { type: string }>(data: unknown): data is T {
 export function hostEngines(program: Worker, engineUrl: string | URL, options: EngineHostOptions = {}): EngineHost {
   const engines = new Map<string, Worker>();
   const tell = (message: PageToProgram) => program.postMessage(message);
-  const failed = (engine: string, message: string) => {
-    engines.get(engine)?.terminate();
+  const end = (engine: string) => {
+    const worker = engines.get(engine);
+    if (worker === undefined) return;
+    worker.terminate();
     engines.delete(engine);
+    options.stopped?.(worker);
+  };
+  const failed = (engine: string, message: string) => {
+    end(engine);
     tell({ type: 'ringreduce:engine-failed', engine, message });
   };
   const start = (engine: string, message: PageToEngine) => {
@@ -56,24 +68,24 @@ export function hostEngines(program: Worker, engineUrl: string | URL, options: E
         options.output?.(event.data.text);
     });
     worker.postMessage(message, [message.port]);
+    options.started?.(worker);
   };
   const onProgram = (event: MessageEvent) => {
     if (!isMessage<ProgramToPage>(event.data)) return;
     const message = event.data;
     if (message.type === 'ringreduce:start-engine') {
       start(message.engine, { type: 'ringreduce:engine-init', init: message.init, port: message.port });
-    } else if (message.type === 'ringreduce:stop-engine') {
-      engines.get(message.engine)?.terminate();
-      engines.delete(message.engine);
-    }
+    } else if (message.type === 'ringreduce:stop-engine') end(message.engine);
   };
   program.addEventListener('message', onProgram);
   if (options.env) tell({ type: 'ringreduce:env', env: options.env });
   return {
+    get running() {
+      return engines.size;
+    },
     stop() {
       program.removeEventListener('message', onProgram);
-      for (const worker of engines.values()) worker.terminate();
-      engines.clear();
+      for (const engine of [...engines.keys()]) end(engine);
     },
   };
 }

@@ -52,7 +52,10 @@ function inspect(value: unknown, depth: number): string {
     return `Map(${value.size}) { ${entries.join(', ')} }`;
   }
   if (value instanceof Set) {
-    return `Set(${value.size}) { ${[...value].slice(0, kMaxItems).map((item) => inspect(item, depth + 1)).join(', ')} }`;
+    return `Set(${value.size}) { ${[...value]
+      .slice(0, kMaxItems)
+      .map((item) => inspect(item, depth + 1))
+      .join(', ')} }`;
   }
   if (value instanceof Date) return value.toISOString();
   const entries = Object.entries(value as Record<string, unknown>)

@@ -4,7 +4,7 @@
  * an uncaught error or unhandled rejection fails the rank, as it would end a Node process.
  * The console of the browser's developer tools still shows everything.
  */
-import type { PageToProgram, ProgramToPage } from '../page_protocol.js';
+import type { PageToPrelude, PreludeToPage } from '../page_protocol.js';
 import { formatLine } from './format.js';
 
 type Method = 'log' | 'info' | 'debug' | 'warn' | 'error';
@@ -17,8 +17,11 @@ const kStreams: Record<Method, 'stdout' | 'stderr'> = {
 };
 
 const scope = globalThis as unknown as {
-  postMessage(message: ProgramToPage): void;
-  addEventListener(type: string, listener: (event: { error?: unknown; message?: string; reason?: unknown; data?: unknown }) => void): void;
+  postMessage(message: PreludeToPage): void;
+  addEventListener(
+    type: string,
+    listener: (event: { error?: unknown; message?: string; reason?: unknown; data?: unknown }) => void,
+  ): void;
 };
 
 for (const method of Object.keys(kStreams) as Method[]) {
@@ -31,7 +34,7 @@ for (const method of Object.keys(kStreams) as Method[]) {
 
 // Messages are handled in order: a pong goes out after whatever the program reported before it.
 scope.addEventListener('message', (event) => {
-  if ((event.data as PageToProgram | undefined)?.type === 'ringreduce:ping') scope.postMessage({ type: 'ringreduce:pong' });
+  if ((event.data as PageToPrelude | undefined)?.type === 'ringreduce:ping') scope.postMessage({ type: 'ringreduce:pong' });
 });
 scope.addEventListener('error', (event) => {
   scope.postMessage({ type: 'ringreduce:uncaught', message: describe(event.error ?? event.message) });
