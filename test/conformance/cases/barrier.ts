@@ -1,6 +1,8 @@
 /** Barrier: unnamed and named, it waits for the last rank, the Sync twin. */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { type ConformanceCase, check } from './case.js';
+
+/** Nothing of Node's: the cases run in browser ranks too. */
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 const kLateMs = 150;
 

@@ -5,7 +5,7 @@
  * step across calls refused at the call, and mismatches, which reject on every rank with the
  * same error (the ranks compare the messages they got) while the job goes on.
  */
-import { isDeepStrictEqual } from 'node:util';
+import { dequal as isDeepStrictEqual } from 'dequal';
 import type { RingReduce } from '../../../src/api/runtime.js';
 import { allocShared } from '../../../src/core/dtypes.js';
 import { InvalidArgumentError, MismatchError } from '../../../src/core/errors.js';

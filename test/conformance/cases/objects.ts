@@ -4,7 +4,7 @@
  * rank (one of 1 MiB), broadcast from every root, named and unnamed calls, a value that cannot
  * be sent (refused at the call), the Sync twins.
  */
-import { isDeepStrictEqual } from 'node:util';
+import { dequal as isDeepStrictEqual } from 'dequal';
 import { type ConformanceCase, check, checkRefused, part, settleAll } from './case.js';
 
 /** Rank `rank`'s value: of every kind structured clone carries, its size growing with the rank. */

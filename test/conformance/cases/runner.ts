@@ -1,5 +1,4 @@
 /** Runs conformance cases: on every rank of an in-process world at once, or on this process's rank of a job. */
-import { createHash } from 'node:crypto';
 import type { RingReduce } from '../../../src/api/runtime.js';
 import { type ConformanceCase, failureOf } from './case.js';
 
@@ -30,7 +29,16 @@ export async function runOnRank(c: ConformanceCase, rr: RingReduce): Promise<str
   }
 }
 
-/** A short digest of a list of case names: a process reports it to show which cases it ran. */
+/**
+ * A short digest of a list of case names: a process reports it to show which cases it ran. Two
+ * 32-bit FNV-1a hashes of the names' UTF-8 bytes (synchronous, and the same in a browser rank).
+ */
 export function casesDigest(names: readonly string[]): string {
-  return createHash('sha256').update(names.join('\n')).digest('hex').slice(0, 16);
+  const bytes = new TextEncoder().encode(names.join('\n'));
+  const fnv = (seed: number) => {
+    let hash = seed;
+    for (const byte of bytes) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+    return hash.toString(16).padStart(8, '0');
+  };
+  return fnv(0x811c9dc5) + fnv(0x050c5d1f);
 }
