@@ -29,7 +29,7 @@ export interface Config {
   readonly storePort: number;
   /**
    * ws:// or wss:// URL of the launcher's store bridge (web backend): how a browser rank, which
-   * cannot open TCP, reaches the store. Set, it wins over storeHost and storePort for that backend.
+   * cannot open TCP, reaches the store. A Node rank uses it only when no store address is given.
    */
   readonly storeUrl: string | undefined;
   /** The address this rank binds its data listener to and advertises to its peers (unset: chosen by the transport). */

@@ -11,8 +11,8 @@
  * The store. No rank hosts it: the launcher does (ringrun runs a TcpStoreServer for web jobs,
  * as for elastic ones, and bridges it over WebSocket for browsers: rendezvous/web_store_bridge.ts).
  * A browser rank reaches it at RINGREDUCE_STORE_URL (rendezvous/web_store_client.ts); a Node rank
- * at RINGREDUCE_STORE_ADDR, over TCP (LinkOpeners.connectStore), or at the URL when only that is
- * set. A test or a job started by hand must start a TcpStoreServer itself, before the ranks, with
+ * at RINGREDUCE_STORE_ADDR, over TCP (LinkOpeners.connectStore, which also tells the address to
+ * listen on), or at the URL when only that is set. A test or a job started by hand must start a TcpStoreServer itself, before the ranks, with
  * the job's secret (`new TcpStoreServer({ host, port, key: new JobKey(secret) })`, then `listen()`).
  *
  * Where a Node rank listens: RINGREDUCE_NETWORK_INTERFACE's address (node_openers.ts), else
@@ -68,17 +68,20 @@ export function createWebBackend(openers: LinkOpeners): BackendFactory {
   };
 }
 
-/** The store this rank meets the others at: the bridge's URL, else the TCP store (Node). */
+/**
+ * The store this rank meets the others at: over TCP where this side can (Node) and an address is
+ * given (port 0: none), else at the bridge's URL.
+ */
 async function connectStore(config: Config, openers: LinkOpeners, timeoutMs: number): Promise<StoreWithAddress> {
-  if (config.storeUrl !== undefined) {
-    return WebStoreClient.connect(openers.dial(config.storeUrl), redacted(config.storeUrl), timeoutMs);
+  if (openers.connectStore !== undefined && (config.storePort !== 0 || config.storeUrl === undefined)) {
+    return openers.connectStore({ host: config.storeHost, port: config.storePort }, config.secret, timeoutMs);
   }
-  if (openers.connectStore === undefined) {
+  if (config.storeUrl === undefined) {
     throw new InvalidArgumentError(
       'this rank reaches the store only over WebSocket: set RINGREDUCE_STORE_URL (init option storeUrl)',
     );
   }
-  return openers.connectStore({ host: config.storeHost, port: config.storePort }, config.secret, timeoutMs);
+  return WebStoreClient.connect(openers.dial(config.storeUrl), redacted(config.storeUrl), timeoutMs);
 }
 
 function listenHost(config: Config, store: StoreWithAddress): string {
