@@ -29,6 +29,11 @@ export interface Config {
   /** Where rank 0 hosts the rendezvous store and the others find it. */
   readonly storeHost: string;
   readonly storePort: number;
+  /**
+   * ws:// or wss:// URL of the launcher's store bridge (web backend): how a browser rank, which
+   * cannot open TCP, reaches the store. A Node rank uses it only when no store address is given.
+   */
+  readonly storeUrl: string | undefined;
   /** The address this rank binds its data listener to and advertises to its peers (unset: chosen by the transport). */
   readonly address: string | undefined;
   readonly jobId: string;
@@ -49,7 +54,10 @@ export interface Config {
   readonly logLevel: LogLevel;
   /** Whether an MPI launcher started this process (Open MPI or PMI variables are set). */
   readonly underMpi: boolean;
-  /** 'tcp' (default), 'mpi' (the native addon), or 'auto' (mpi when started by mpirun and the addon loads). */
+  /**
+   * 'tcp' (default), 'mpi' (the native addon), 'auto' (mpi when started by mpirun and the addon
+   * loads), or 'web' (WebSockets and data channels, for jobs with browser ranks; never chosen by 'auto').
+   */
   readonly backend: Backend;
   /** Performance settings (docs/performance.md); owned by the engine. */
   /** Allreduces ready together are packed into one buffer up to this many bytes; 0 disables fusion. */
@@ -97,10 +105,10 @@ export interface Config {
   readonly dashboard: string | undefined;
 }
 
-export type Backend = 'tcp' | 'mpi' | 'auto';
+export type Backend = 'tcp' | 'mpi' | 'auto' | 'web';
 export const kReadyExchanges = ['auto', 'all-to-all', 'recursive-doubling'] as const;
 export type ReadyExchange = (typeof kReadyExchanges)[number];
-const kBackends: readonly Backend[] = ['tcp', 'mpi', 'auto'];
+const kBackends: readonly Backend[] = ['tcp', 'mpi', 'auto', 'web'];
 
 const rankField = z.number().int().nonnegative();
 const timeoutField = z.number().int().nonnegative();
@@ -113,6 +121,10 @@ const kOptionsSchema = z.strictObject({
   crossRank: rankField.optional(),
   crossSize: z.number().int().positive().optional(),
   storeAddress: z.string().min(1).optional(),
+  storeUrl: z
+    .string()
+    .regex(/^wss?:\/\/[^\s]+$/, 'must be a ws:// or wss:// URL')
+    .optional(),
   address: z.string().min(1).optional(),
   jobId: z.string().min(1).max(128).optional(),
   startTimeoutMs: z.number().int().positive().optional(),
@@ -123,7 +135,7 @@ const kOptionsSchema = z.strictObject({
   networkInterface: z.string().min(1).optional(),
   secret: z.string().min(1).optional(),
   logLevel: z.enum(kLogLevels).optional(),
-  backend: z.enum(['tcp', 'mpi', 'auto']).optional(),
+  backend: z.enum(['tcp', 'mpi', 'auto', 'web']).optional(),
   fusionThresholdBytes: z.number().int().nonnegative().optional(),
   cacheCapacity: z.number().int().nonnegative().optional(),
   segmentBytes: z.number().int().positive().optional(),
@@ -434,15 +446,19 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
   const storeText = o.storeAddress ?? storeAddressFromEnv(env, ofJob);
   const backend = o.backend ?? env[kEnv.backend] ?? 'auto';
   if (!kBackends.includes(backend as Backend)) {
-    throw new InvalidArgumentError(`RINGREDUCE_BACKEND must be tcp, mpi or auto, got ${JSON.stringify(backend)}`);
+    throw new InvalidArgumentError(`RINGREDUCE_BACKEND must be tcp, mpi, auto or web, got ${JSON.stringify(backend)}`);
+  }
+  const storeUrl = o.storeUrl ?? (env[kEnv.storeUrl] || undefined);
+  if (storeUrl !== undefined && !/^wss?:\/\/\S+$/.test(storeUrl)) {
+    throw new InvalidArgumentError(`${kEnv.storeUrl} must be a ws:// or wss:// URL, got ${JSON.stringify(storeUrl)}`);
   }
   const underMpi = env.OMPI_COMM_WORLD_SIZE !== undefined || env.PMI_SIZE !== undefined;
-  // The MPI backend needs no store: only a TCP job must know where rank 0's store is.
+  // The MPI backend needs no store: only a TCP or web job must know where the store is.
   const mayUseMpi = backend === 'mpi' || (backend === 'auto' && underMpi);
-  if (size > 1 && storeText === undefined && !mayUseMpi) {
+  if (size > 1 && storeText === undefined && storeUrl === undefined && !mayUseMpi) {
     const why = jobSource === undefined ? '' : ` (${joinedBecause(jobSource, rank, size)})`;
     throw new InvalidArgumentError(
-      `a job of size ${size} needs the rendezvous address: set RINGREDUCE_STORE_ADDR (or MASTER_ADDR and MASTER_PORT), or start the job with ringrun${why}`,
+      `a job of size ${size} needs the rendezvous address: set RINGREDUCE_STORE_ADDR (or MASTER_ADDR and MASTER_PORT; a browser rank RINGREDUCE_STORE_URL), or start the job with ringrun${why}`,
     );
   }
   const store = storeText === undefined ? { host: '127.0.0.1', port: 0 } : parseHostPort(storeText, 'store address');
@@ -466,6 +482,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     crossSize,
     storeHost: store.host,
     storePort: store.port,
+    storeUrl,
     address: o.address ?? (env[kEnv.address] || undefined),
     jobId: o.jobId ?? env[kEnv.jobId] ?? (size === 1 ? randomHex(8) : 'ringreduce'),
     startTimeoutMs: o.startTimeoutMs ?? envInt(env, kEnv.startTimeoutMs, 1) ?? 30_000,

@@ -11,6 +11,7 @@ export const kEnv = {
   crossRank: 'RINGREDUCE_CROSS_RANK',
   crossSize: 'RINGREDUCE_CROSS_SIZE',
   storeAddr: 'RINGREDUCE_STORE_ADDR',
+  storeUrl: 'RINGREDUCE_STORE_URL',
   address: 'RINGREDUCE_ADDRESS',
   jobId: 'RINGREDUCE_JOB_ID',
   secret: 'RINGREDUCE_SECRET',

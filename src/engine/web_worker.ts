@@ -2,7 +2,7 @@
  * The entry of a browser rank's engine worker (a module Web Worker the page starts: see
  * browser_protocol.ts): the host of engine_main.ts over the MessagePort the program worker sent
  * through the page, logging to the console (and to the page, which passes lines on to
- * ringrun), with the backends of kBrowserBackends. What Node's entry (worker.ts) has and this one
+ * ringrun), with the backends of browserBackends (solo, web). What Node's entry (worker.ts) has and this one
  * has not: no dashboard reporter (it reports over node:http), no timeline file (a browser has no
  * file system; RINGREDUCE_TIMELINE is refused with a warning), no forced garbage collection (a
  * browser exposes no collector), and no early take of a burst's submissions (a browser has no
@@ -10,28 +10,35 @@
  *
  * Built into dist/browser/engine_worker.js (scripts/build-browser.mjs), which ringrun serves.
  */
+import type { Config } from '../core/config.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import { Logger } from '../core/logger.js';
 import { soloBackend } from '../transport/solo_transport.js';
+import { browserWebBackend } from '../transport/web/browser_openers.js';
+import { DataChannelRequests, type PagePort } from '../transport/web/data_channel_requests.js';
 import type { EngineToPage, PageToEngine } from './browser_protocol.js';
 import { type EngineBackends, runEngine } from './engine_main.js';
 import { SyncMailboxWriter } from './sync_mailbox.js';
 import { type EngineInit, kSignalCompletions, type ToEngine } from './worker_protocol.js';
 
 /**
- * The backends a browser rank can start: solo, for a job of one rank. The web transport
- * (transport/web/) joins this table when it lands, as `web: webBackend`, and `choose` then
- * picks it for a job of more than one rank.
+ * The backends a browser rank can start: solo for a job of one rank, else web (transport/web/),
+ * whose data channels to other tabs the page opens (data_channel_requests.ts).
  */
-export const kBrowserBackends: EngineBackends = {
-  table: { solo: soloBackend },
-  async choose(config) {
-    if (config.size === 1) return 'solo';
-    throw new InvalidArgumentError(
-      `a browser rank of a job of ${config.size} needs the web transport, which this build of ringreduce does not have yet`,
-    );
-  },
-};
+function browserBackends(config: Config, page: PagePort): EngineBackends {
+  const channels = new DataChannelRequests(page);
+  return {
+    table: {
+      solo: soloBackend,
+      web: browserWebBackend((peer, offerer, signal) => channels.open(peer, offerer, signal, config.startTimeoutMs)),
+    },
+    async choose(config) {
+      if (config.size === 1) return 'solo';
+      if (config.backend === 'web' || config.backend === 'auto') return 'web';
+      throw new InvalidArgumentError(`a browser rank runs the web backend, not ${config.backend} (RINGREDUCE_BACKEND)`);
+    },
+  };
+}
 
 /** A dedicated worker's global scope, as far as this module uses it (the DOM lib types `self` as a Window). */
 interface EngineScope {
@@ -71,7 +78,7 @@ function start(event: MessageEvent): void {
   runEngine({
     init,
     logger,
-    backends: kBrowserBackends,
+    backends: browserBackends(config, scope as unknown as PagePort),
     listen(onMessage) {
       const listener = (e: MessageEvent) => onMessage(e.data as ToEngine);
       port.addEventListener('message', listener);

@@ -3,7 +3,6 @@
  * counter to `size` sets a completion key that all the others are waiting on (no polling). On
  * a timeout the per-rank marks say which ranks never arrived.
  */
-import { performance } from 'node:perf_hooks';
 import { TimeoutError } from '../core/errors.js';
 import type { Store } from './store.js';
 

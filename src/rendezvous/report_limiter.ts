@@ -74,7 +74,8 @@ export class ReportLimiter {
       this.flooding = !quiet;
       if (!quiet) this.timer = this.startWindow(ms);
     }, ms);
-    timer.unref();
+    // Node's timers can be unref'd; a browser's are numbers (the web mesh runs this in a page too).
+    (timer as { unref?: () => void }).unref?.();
     return timer;
   }
 

@@ -81,3 +81,20 @@ test('the ready exchange: auto by default, either mode from RINGREDUCE_READY_EXC
   );
   assert.throws(() => resolveConfig({ readyExchange: 'tree' } as never, {}), /init option 'readyExchange'/);
 });
+
+test("backend 'web' and the store URL: RINGREDUCE_STORE_URL or storeUrl (ws:// or wss://) instead of a store address", () => {
+  const env = { RINGREDUCE_RANK: '1', RINGREDUCE_SIZE: '3', RINGREDUCE_BACKEND: 'web', RINGREDUCE_STORE_URL: 'wss://h:8/s?t=1' };
+  const c = resolveConfig({}, env);
+  assert.deepEqual([c.backend, c.storeUrl, c.storePort], ['web', 'wss://h:8/s?t=1', 0]);
+  assert.equal(resolveConfig({ storeUrl: 'ws://a:1' }, env).storeUrl, 'ws://a:1');
+  assert.throws(
+    () => resolveConfig({}, { ...env, RINGREDUCE_STORE_URL: 'http://h:8' }),
+    /RINGREDUCE_STORE_URL must be a ws:\/\/ or wss:\/\/ URL/,
+  );
+  assert.throws(() => resolveConfig({ storeUrl: 'h:8' }, env), /init option 'storeUrl'/);
+  assert.throws(
+    () => resolveConfig({}, { ...env, RINGREDUCE_STORE_URL: undefined }),
+    /needs the rendezvous address.*RINGREDUCE_STORE_URL/,
+  );
+  assert.throws(() => resolveConfig({}, { ...env, RINGREDUCE_BACKEND: 'webrtc' }), /tcp, mpi, auto or web/);
+});

@@ -22,6 +22,7 @@ import {
 } from '../../src/rendezvous/handshake.js';
 import { connectMesh, destroyLinks } from '../../src/rendezvous/mesh.js';
 import { TcpStoreClient, TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
+import { startOp } from '../../src/transport/pending_op.js';
 import {
   decodeHeader,
   encodeHeader,
@@ -33,7 +34,6 @@ import {
   kLinkHeartbeat,
   kLinkNotice,
 } from '../../src/transport/tcp/framing.js';
-import { startOp } from '../../src/transport/tcp/pending_op.js';
 import { PeerReceiver } from '../../src/transport/tcp/receiver.js';
 
 function rng(seed: number): (n: number) => number {

@@ -1,14 +1,14 @@
 /**
- * Liveness of the TCP transport while idle and while active (liveness.ts, tcp_transport.ts): an
+ * Liveness of the TCP transport while idle and while active (../../src/transport/liveness.ts, tcp_transport.ts): an
  * idle transport schedules nothing and writes nothing; an active one pings, and fails a peer
  * that does not answer.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { PeerFailureError } from '../../src/core/errors.js';
-import { kSilentIntervals, Liveness, type LivenessLink } from '../../src/transport/tcp/liveness.js';
-import { PendingOp } from '../../src/transport/tcp/pending_op.js';
-import { Watchdog } from '../../src/transport/tcp/watchdog.js';
+import { kSilentIntervals, Liveness, type LivenessLink } from '../../src/transport/liveness.js';
+import { PendingOp } from '../../src/transport/pending_op.js';
+import { Watchdog } from '../../src/transport/watchdog.js';
 import { delay, freeze, makeWorld, type World } from './tcp_test_helpers.js';
 
 const kTestTimeout = { timeout: 15_000 };

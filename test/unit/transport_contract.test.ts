@@ -2,7 +2,8 @@
  * The transport contract (test/helpers/transport_contract.ts) against every backend that runs
  * N ranks in this process, each world built through the backend's factory where it can be:
  * memory in its four delivery modes, tcp over the test mesh (whose sockets can be cut) and with
- * the job's own settings through tcpBackend, and solo. MPI runs the same cases under mpirun
+ * the job's own settings through tcpBackend, web (Node ranks over loopback WebSockets through
+ * createWebBackend, a WebSocket terminated to cut a link), and solo. MPI runs the same cases under mpirun
  * (test/multiprocess/transport_contract_mpi.test.ts). Also here: which factory of the backend
  * table (src/transport/backends.ts) a configuration chooses.
  */
@@ -20,6 +21,7 @@ import { tcpBackend } from '../../src/transport/tcp/index.js';
 import { type ContractWorld, casesFor, kContractIoTimeoutMs } from '../helpers/transport_contract.js';
 import { freePort } from '../helpers/world.js';
 import { cutLink, makeWorld } from './tcp_test_helpers.js';
+import { makeWebWorld } from './web_test_helpers.js';
 
 const kSilent = new Logger('[contract]', 'error', () => {});
 
@@ -100,6 +102,15 @@ const kFlavours: readonly Flavour[] = [
     },
   },
   {
+    name: "web (createWebBackend with Node's openers over loopback WebSockets, a TcpStoreServer as the store, WebSockets terminated to break a link)",
+    sizes: [2, 3],
+    canBreakLinks: true,
+    build: async (size, ioTimeoutMs) => {
+      const world = await makeWebWorld(size, { ioTimeoutMs });
+      return { ...heldWorld(world.handles, (a, b) => world.log.cut(a, b)), close: world.close };
+    },
+  },
+  {
     name: 'solo',
     sizes: [1],
     canBreakLinks: false,
@@ -126,8 +137,8 @@ for (const flavour of kFlavours) {
 
 describe('backend factories', () => {
   it('every backend of the table runs the contract', () => {
-    // tcp and solo above; mpi under mpirun (test/multiprocess/transport_contract_mpi.test.ts).
-    assert.deepEqual(Object.keys(kBackends).sort(), ['mpi', 'solo', 'tcp'], 'a new backend needs its flavour here');
+    // tcp, web and solo above; mpi under mpirun (test/multiprocess/transport_contract_mpi.test.ts).
+    assert.deepEqual(Object.keys(kBackends).sort(), ['mpi', 'solo', 'tcp', 'web'], 'a new backend needs its flavour here');
   });
 
   it('refuse a configuration they cannot serve', async () => {
@@ -151,6 +162,14 @@ describe('chooseBackend: the backend a configuration chooses', () => {
       { given: 'auto under mpirun, 1 rank', options: {}, env: underMpi(0, 1), chosen: 'solo' },
       { given: 'mpi, 1 rank', options: { backend: 'mpi' }, chosen: 'mpi' },
       { given: 'mpi under mpirun', options: { backend: 'mpi' }, env: underMpi(0, 3), chosen: 'mpi' },
+      { given: 'web, 2 ranks', options: { backend: 'web', size: 2, rank: 1, storeAddress: '127.0.0.1:1' }, chosen: 'web' },
+      { given: 'web, 1 rank', options: { backend: 'web' }, chosen: 'solo' },
+      {
+        given: 'web under mpirun',
+        options: { backend: 'web', storeUrl: 'ws://127.0.0.1:1/store' },
+        env: underMpi(0, 2),
+        chosen: 'web',
+      },
     ];
   for (const { given, options, env = {}, addon, chosen } of kChoices) {
     it(`${given}: ${chosen}`, async () => {

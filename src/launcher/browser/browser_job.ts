@@ -16,8 +16,9 @@ import { readFileSync } from 'node:fs';
 import { InvalidArgumentError } from '../../core/errors.js';
 import { isLoopback, isWildcard } from '../../rendezvous/addresses.js';
 import { JobKey } from '../../rendezvous/auth.js';
+import type { ChannelLike } from '../../rendezvous/channel.js';
 import { TcpStoreClient, TcpStoreServer } from '../../rendezvous/tcp_store.js';
-import { serveStoreBridge } from '../../rendezvous/web_store_bridge.js';
+import { WebStoreBridge } from '../../rendezvous/web_store_bridge.js';
 import { contractEnv, formatHostPort, type JobContract, kEnv, kLocalAddress, type RankPlacement } from '../env_contract.js';
 import type { BrowserSettings } from '../launch_config.js';
 import type { RankSinks } from '../rank_runner.js';
@@ -43,10 +44,12 @@ export interface BrowserJobOptions {
 export class BrowserJob {
   private ranksOf: BrowserRanks | undefined;
   private headless: HeadlessBrowser | undefined;
+  private closing: Promise<void> | undefined;
 
   private constructor(
     private readonly options: BrowserJobOptions,
     private readonly store: TcpStoreServer,
+    private readonly storeClient: TcpStoreClient,
     private readonly storePort: number,
     private readonly server: PageServer,
     /** Where the Node ranks' WebSocket listeners bind and what they advertise. */
@@ -64,6 +67,8 @@ export class BrowserJob {
     const key = new JobKey(options.secret);
     const store = new TcpStoreServer({ host: kLocalAddress, port: 0, key });
     const { port: storePort } = await store.listen();
+    // The tabs' engines reach the store through this one client (the bridge: the page server's 'store' WebSocket).
+    const client = await TcpStoreClient.connect({ host: kLocalAddress, port: storePort, connectTimeoutMs: 5000, key });
     let server: PageServer | undefined;
     try {
       server = new PageServer({
@@ -74,20 +79,23 @@ export class BrowserJob {
         engine,
         program,
         onControl: (socket) => job.ranksOf?.onControl(socket),
-        onStore: (socket) => void bridge(socket),
+        onStore: (socket, request) => {
+          socket.binaryType = 'arraybuffer';
+          new WebStoreBridge(socket as unknown as ChannelLike, client, request.socket.remoteAddress ?? 'a page', {
+            onProtocolError: (error, remote) =>
+              options.debug(`store bridge: closed a connection from ${remote}: ${error.message}`),
+          });
+        },
       });
       await server.listen();
     } catch (error) {
+      await client.close();
       await store.close();
       throw error;
     }
     const nodeAddress =
       options.address ?? (isLoopback(settings.host) ? kLocalAddress : isWildcard(settings.host) ? '0.0.0.0' : settings.host);
-    const job: BrowserJob = new BrowserJob(options, store, storePort, server, nodeAddress);
-    const bridge = async (socket: Parameters<PageServerOptions['onStore']>[0]) => {
-      const client = await TcpStoreClient.connect({ host: kLocalAddress, port: storePort, connectTimeoutMs: 5000, key });
-      serveStoreBridge(socket, client);
-    };
+    const job: BrowserJob = new BrowserJob(options, store, client, storePort, server, nodeAddress);
     return job;
   }
 
@@ -148,14 +156,19 @@ export class BrowserJob {
     this.headless = await openHeadless(this.joinUrl, settings.count, this.options.env, this.options.log);
   }
 
-  async close(): Promise<void> {
+  /** Closes the tabs (--headless), the page server and the store. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
     await this.headless?.close();
     await this.server.close();
+    await this.storeClient.close();
     await this.store.close();
   }
 }
-
-type PageServerOptions = ConstructorParameters<typeof PageServer>[0];
 
 function readPem(path: string, flag: string): string {
   try {

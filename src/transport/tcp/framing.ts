@@ -17,7 +17,7 @@
  * Link frames (tag = message): kLinkHeartbeat (empty: "I am alive"), kLinkNotice (u32 rank,
  * then a UTF-8 reason: "that rank failed, the job is broken"), kLinkBye (empty: "I am shutting
  * down; my connections close next, and that is not a failure"), kLinkPing (empty: "are you
- * alive? answer with a heartbeat", liveness.ts), and the shared-memory lane's (shm_lane.ts):
+ * alive? answer with a heartbeat", ../liveness.ts), and the shared-memory lane's (shm_lane.ts):
  * kLinkShmOffer (token, geometry and path of a file), kLinkShmAccept and kLinkShmDecline (empty),
  * kLinkShmCredit (u32 slots handed back).
  *

@@ -56,7 +56,7 @@ export interface TcpTransportConfig {
   /** The job secret (RINGREDUCE_SECRET); never logged, never sent. Unset: the empty key. */
   secret?: string;
   timeouts: { connectMs: number; ioMs: number };
-  /** Ping interval while collectives are pending (liveness.ts); 0 turns pings off. Default 0. */
+  /** Ping interval while collectives are pending (../liveness.ts); 0 turns pings off. Default 0. */
   heartbeatMs?: number;
   /** Ranks on the same host (and network namespace) connect over Unix domain sockets. Default true. */
   localSockets?: boolean;

@@ -28,6 +28,7 @@ import { performance } from 'node:perf_hooks';
 import type { BufferPool } from '../../core/buffer_pool.js';
 import { ProtocolError } from '../../core/errors.js';
 import type { ReadSink } from '../../rendezvous/read_port.js';
+import { Fifo, type PendingOp } from '../pending_op.js';
 import {
   decodeHeader,
   type FrameHeader,
@@ -37,7 +38,6 @@ import {
   kKindLink,
   kKindSharedData,
 } from './framing.js';
-import { Fifo, type PendingOp } from './pending_op.js';
 import { decodeDescriptor } from './shm_lane.js';
 
 const kStageBytes = 64 * 1024;

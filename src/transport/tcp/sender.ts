@@ -20,8 +20,8 @@
 
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { Fifo, type PendingOp } from '../pending_op.js';
 import { encodeHeader, type FrameKind, kHeaderBytes, kKindData, kKindLink, kKindSharedData } from './framing.js';
-import { Fifo, type PendingOp } from './pending_op.js';
 import { encodeDescriptor, type ShmOutbox } from './shm_lane.js';
 
 interface WaitingSend {

@@ -15,10 +15,10 @@
  * once but the receive side drains up to its end (at most kDrainGraceMs) before the peer
  * fails, so that last message is not lost.
  *
- * Deadlines (watchdog.ts): an op with no progress for ioTimeoutMs rejects with TimeoutError,
+ * Deadlines (../watchdog.ts): an op with no progress for ioTimeoutMs rejects with TimeoutError,
  * and the link to that peer is then torn down like a failure: the stream position is unknown,
  * and a torn-down socket can no longer write into a buffer whose recv has already rejected.
- * With liveness on (heartbeatMs > 0, liveness.ts), while the transport is active (setActive, or
+ * With liveness on (heartbeatMs > 0, ../liveness.ts), while the transport is active (setActive, or
  * ops pending) silent peers are found by pings, and a recv from a peer that is still heard from
  * is given more time, so that the rank that is really stuck is detected, and named, first.
  *
@@ -43,7 +43,10 @@ import { BufferPool } from '../../core/buffer_pool.js';
 import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../core/errors.js';
 import type { PeerLink } from '../../rendezvous/mesh.js';
 import { ControlInbox } from '../control_inbox.js';
+import { Liveness } from '../liveness.js';
+import { type OpKind, type PendingOp, startOp } from '../pending_op.js';
 import { type ControlHandler, invalidPeerOrTag, type PeerFailureHandler, type Transport } from '../transport.js';
+import { Watchdog } from '../watchdog.js';
 import {
   type FrameLimits,
   kDefaultMaxControlBytes,
@@ -62,14 +65,11 @@ import {
   readU32,
   writeU32,
 } from './framing.js';
-import { Liveness } from './liveness.js';
 import { decodeNotice, encodeNotice } from './notice.js';
-import { type OpKind, type PendingOp, startOp } from './pending_op.js';
 import { PeerReceiver, type ReceiveStats } from './receiver.js';
 import { PeerSender } from './sender.js';
 import { decodeOffer, encodeOffer, ShmInbox, type ShmLaneOptions, ShmOutbox } from './shm_lane.js';
 import { describeError, destroyAndWait, flushed, watch } from './sockets.js';
-import { Watchdog } from './watchdog.js';
 
 export interface TcpTransportOptions {
   /** A send or recv with no progress for this long rejects with TimeoutError. */
@@ -80,7 +80,7 @@ export interface TcpTransportOptions {
   /** One peer's failure breaks every link, and the other peers are told (see above). Default false. */
   shareFate?: boolean;
   /**
-   * Ping interval of liveness while active (liveness.ts); 0 or unset: no liveness. The silence
+   * Ping interval of liveness while active (../liveness.ts); 0 or unset: no liveness. The silence
    * limit is ioTimeoutMs, so the interval is capped at a third of it.
    */
   heartbeatMs?: number;

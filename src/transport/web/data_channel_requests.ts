@@ -18,7 +18,11 @@
  *   engine → page   closeAll (the engine is shutting down: the page closes its peer connections)
  *
  * This file is the engine's half; src/launcher/browser/page/data_channels.ts is the page's.
+ * The channel is handed to the mesh before it can open (the offerer's once the answer is on its
+ * way to the page, the answerer's once its answer is made), so no message event fires before
+ * the mesh listens (LinkOpeners.dataChannel).
  */
+import type { ChannelLike } from '../../rendezvous/channel.js';
 
 /** A STUN or TURN server, as RTCPeerConnection takes it. */
 export interface IceServer {
@@ -50,8 +54,8 @@ export interface Signal {
 }
 
 interface Pending {
-  channel?: unknown;
-  onChannel?: (channel: unknown) => void;
+  channel?: ChannelLike;
+  onChannel?: (channel: ChannelLike) => void;
   descriptions: Map<string, string>;
   onDescription?: (kind: string, sdp: string) => void;
   fail?: (error: Error) => void;
@@ -72,14 +76,14 @@ export class DataChannelRequests {
     page.addEventListener('message', (event) => this.onMessage(event.data as PageToEngine));
   }
 
-  async open(peer: number, offerer: boolean, signal: Signal, timeoutMs: number): Promise<unknown> {
+  async open(peer: number, offerer: boolean, signal: Signal, timeoutMs: number): Promise<ChannelLike> {
     const id = this.nextId++;
     const entry: Pending = { descriptions: new Map() };
     this.pending.set(id, entry);
     const failed = new Promise<never>((_, reject) => {
       entry.fail = reject;
     });
-    const channel = new Promise<unknown>((resolve) => {
+    const channel = new Promise<ChannelLike>((resolve) => {
       if (entry.channel !== undefined) resolve(entry.channel);
       else entry.onChannel = resolve;
     });
@@ -99,7 +103,10 @@ export class DataChannelRequests {
         } else {
           const offer = await signal.receive('offer', timeoutMs);
           this.page.postMessage({ type: 'ringreduce:rtc-description', id, kind: 'offer', sdp: offer });
-          await signal.send('answer', await description('answer'));
+          const answer = await description('answer');
+          // Not awaited: the channel cannot open before the offerer has this answer, and the
+          // mesh must listen by then. A lost answer shows as the mesh's deadline.
+          signal.send('answer', answer).catch(() => {});
         }
         return channel;
       };
@@ -119,8 +126,10 @@ export class DataChannelRequests {
     const entry = 'id' in message ? this.pending.get(message.id) : undefined;
     if (entry === undefined) return;
     if (message.type === 'ringreduce:rtc-channel') {
-      entry.channel = message.channel;
-      entry.onChannel?.(message.channel);
+      const channel = message.channel as ChannelLike;
+      channel.binaryType = 'arraybuffer';
+      entry.channel = channel;
+      entry.onChannel?.(channel);
     } else if (message.type === 'ringreduce:rtc-description') {
       entry.descriptions.set(message.kind, message.sdp);
       entry.onDescription?.(message.kind, message.sdp);

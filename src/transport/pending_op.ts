@@ -2,7 +2,6 @@
  * A pending send or recv: its promise's settle functions (settle-once, so a failure racing a
  * completion is harmless), and the progress clock the transport's single watchdog timer reads.
  */
-import { performance } from 'node:perf_hooks';
 
 export type OpKind = 'recv' | 'send' | 'control';
 

@@ -1,5 +1,5 @@
 /**
- * The I/O deadline of a transport's pending operations.
+ * The I/O deadline of a transport's pending operations (tcp/ and web/; no Node import).
  *
  * How it works: one timer per transport, armed only while operations are pending, scans their
  * progress stamps (set by the receiver per read and by the sender per completed write) and
@@ -14,7 +14,6 @@
  * queue is full, so a peer that stopped reading while this rank sends it a large message is
  * found here).
  */
-import { performance } from 'node:perf_hooks';
 import { silenceLimitMs } from './liveness.js';
 import type { PendingOp } from './pending_op.js';
 

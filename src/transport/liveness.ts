@@ -1,5 +1,6 @@
 /**
- * Liveness of a rank's links while the rank is active: pings out, silence detection in.
+ * Liveness of a rank's links while the rank is active: pings out, silence detection in. Shared
+ * by the backends with links of their own (tcp/, web/); no Node import, so it runs in a browser.
  *
  * How it works. The transport activates liveness when it has something to wait for (the engine
  * said so with setActive, or a send/recv/control op started). While active, one timer ticks
@@ -24,17 +25,16 @@
  * the timer is not re-armed. An idle transport schedules nothing and sends nothing; its peers
  * are idle too unless they ask. A peer that froze while the job was idle is found about two
  * intervals after the next operation starts; a dead host is found while idle by TCP keepalive
- * in the kernel (tcp_transport.ts).
+ * in the kernel (tcp/tcp_transport.ts).
  *
  * The heard times also serve the op watchdog: a recv that makes no progress from a peer that is
  * still heard from (it is alive, and waiting for someone else) is given more time, so the rank
- * that is actually stuck is the one named (see tcp_transport.ts).
+ * that is actually stuck is the one named (see tcp/tcp_transport.ts).
  *
  * If this process itself was stopped, the tick comes late and the peers' answers may sit unread
  * in the sockets: silence measured across that gap says nothing about them, so after a late tick
  * every peer counts as heard now.
  */
-import { performance } from 'node:perf_hooks';
 
 export interface LivenessLink {
   /** performance.now() of the last read on the peer's receive connection. */
@@ -122,7 +122,8 @@ export class Liveness {
     const delay = Math.max(1, Math.ceil(ms));
     this.dueAt = performance.now() + delay;
     this.timer = setTimeout(() => this.tick(), delay);
-    this.timer.unref();
+    // Node's timers can be unref'd; a browser's are plain numbers (and keep nothing alive).
+    (this.timer as { unref?: () => void }).unref?.();
   }
 
   private tick(): void {
