@@ -98,8 +98,10 @@ export class Reader {
     this.need(n, what);
     const s = this.offset;
     this.offset += n;
+    const text = this.bytes.subarray(s, s + n);
     try {
-      return Reader.decoder.decode(this.bytes.subarray(s, s + n));
+      // A browser's TextDecoder refuses views of shared memory: those are copied first.
+      return Reader.decoder.decode(text.buffer instanceof ArrayBuffer ? text : text.slice());
     } catch {
       throw new ProtocolError(`control message has invalid UTF-8 in ${what}`);
     }

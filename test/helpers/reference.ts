@@ -160,9 +160,13 @@ export function referenceAllreduce(dtype: DType, op: ReduceOp, count: number, si
   );
 }
 
-/** The bytes of a typed array's elements. */
-function bytesOf(array: TypedArray): Buffer {
-  return Buffer.from(array.buffer, array.byteOffset, array.byteLength);
+/** Whether two typed arrays hold the same bytes (nothing of Node's: browser ranks run this too). */
+function sameBytes(a: TypedArray, b: TypedArray): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  const x = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+  const y = new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+  return true;
 }
 
 /** Exact equality for integers; relative tolerance for floats. Returns a message on the first difference. */
@@ -171,7 +175,7 @@ export function compareArrays(dtype: DType, actual: TypedArray, expected: TypedA
   if (actual.length !== expected.length) return `length ${actual.length} != ${expected.length}`;
   if (!isFloat(dtype)) {
     // Equal integers are equal bytes: one memcmp, and a search for the first difference only on failure.
-    if (bytesOf(actual).equals(bytesOf(expected))) return undefined;
+    if (sameBytes(actual, expected)) return undefined;
     for (let i = 0; i < actual.length; i++) {
       if (actual[i] !== expected[i]) return `[${i}] ${actual[i]} != ${expected[i]}`;
     }
