@@ -1,5 +1,5 @@
 /**
- * Send path of one web link (framing.ts for the frames, channel.ts for the channel).
+ * Send path of one web link (framing.ts for the frames, rendezvous/channel.ts for the channel).
  *
  * How it works: data and control messages wait in one queue, in call order, and go out one at a
  * time: a small payload as one inline frame (header and a copy of the payload), a larger one as
@@ -16,7 +16,7 @@
  * the high-water mark and one chunk, whatever the caller sends; a peer that stops reading stops
  * the sends, and their deadline (../watchdog.ts) names it.
  *
- * When a send resolves (ChannelTraits, channel.ts): where `send` copies (browsers), once its
+ * When a send resolves (ChannelTraits, rendezvous/channel.ts): where `send` copies (browsers), once its
  * last byte was handed over; where it keeps a reference to the bytes (ws in Node), once
  * bufferedAmount shows them transmitted, so the caller may then reuse its buffer. Views of a
  * SharedArrayBuffer go through a reusable staging buffer of one chunk when the channel refuses

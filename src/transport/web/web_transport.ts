@@ -1,6 +1,6 @@
 /**
  * WebTransport: the Transport contract (../transport.ts) over one message channel per peer
- * (channel.ts): a WebSocket or an RTCDataChannel, opened and authenticated by mesh.ts. It runs
+ * (rendezvous/channel.ts): a WebSocket or an RTCDataChannel, opened and authenticated by mesh.ts. It runs
  * in Node and in a browser alike (no Node import).
  *
  * How it works: per peer, a WebSender (sender.ts) chunks and flow-controls what goes out, and a
