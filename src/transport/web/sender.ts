@@ -118,7 +118,7 @@ export class WebSender {
     return this.cur === null && this.queue.length === 0 && this.links.length === 0 && this.channel.bufferedAmount === 0;
   }
 
-  /** Rejects every unresolved send and sends nothing more. */
+  /** Rejects every unresolved send and sends nothing more (the channel is gone or being dropped). */
   fail(error: Error): void {
     this.failure ??= error;
     this.rejectAll(error);
@@ -128,9 +128,10 @@ export class WebSender {
   }
 
   /**
-   * Closing: rejects every unresolved send and drops the queued ones, but lets the message in
-   * progress finish its chunks (the peer would otherwise read what follows as its payload), so
-   * a goodbye sent next reaches the peer whole.
+   * Winding down (the transport closes, or shared fate broke it while this channel still works):
+   * rejects every unresolved send and drops the queued ones, but lets the message in progress
+   * finish its chunks (the peer would otherwise read what follows as its payload), so that link
+   * frames sent next, a goodbye or a failure notice, reach the peer whole.
    */
   close(error: Error): void {
     this.rejectAll(error);
