@@ -59,9 +59,18 @@ export interface ChannelTraits {
    * them gone. Browsers copy in `send`, so theirs resolves at once. Default true (safe).
    */
   readonly retainsSentBytes: boolean;
+  /**
+   * `send(data, callback)` calls back once the bytes are written (ws in Node: when its socket
+   * write completes). A sender then resolves its sends, and resumes after a pause, at that
+   * moment rather than at a timer. Browsers' `send` takes no callback. Default false.
+   */
+  readonly sendCallback: boolean;
 }
 
-export const kDefaultTraits: ChannelTraits = { sendsSharedViews: false, retainsSentBytes: true };
+export const kDefaultTraits: ChannelTraits = { sendsSharedViews: false, retainsSentBytes: true, sendCallback: false };
+
+/** ChannelLike's `send` where ChannelTraits.sendCallback says it calls back. */
+export type SendWithCallback = (data: ArrayBufferView<ArrayBuffer> | ArrayBuffer, callback: (error?: Error) => void) => void;
 
 export function isOpen(channel: ChannelLike): boolean {
   return channel.readyState === 1 || channel.readyState === 'open';

@@ -70,7 +70,7 @@ describe('web transport: flow control', () => {
   it("a channel with a 'bufferedamountlow' event: the sender waits for the event, not a timer, and the transfer completes", async () => {
     const { server, client, sockets } = await wsPair();
     const lowWater = new LowWaterSocket(sockets[0]);
-    const traits = { sendsSharedViews: true, retainsSentBytes: true };
+    const traits = { sendsSharedViews: true, retainsSentBytes: true, sendCallback: false };
     const link = (peer: number, port: ChannelPort) => ({
       peer,
       port,

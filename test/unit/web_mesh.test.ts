@@ -47,7 +47,7 @@ function browserLike(): LinkOpeners {
   const node = nodeOpeners();
   return {
     dial: node.dial,
-    traits: { sendsSharedViews: false, retainsSentBytes: true },
+    traits: { sendsSharedViews: false, retainsSentBytes: true, sendCallback: false },
     dataChannel: async (_peer, offerer, signal) => {
       if (offerer) {
         const listener = await listen('127.0.0.1');

@@ -148,7 +148,7 @@ export async function transportPair(options: PairOptions = {}): Promise<{
     address: `test socket to rank ${peer}`,
     chunkBytes: options.chunkBytes ?? kWebSocketLink.chunkBytes,
     highWaterBytes: options.highWaterBytes ?? kWebSocketLink.highWaterBytes,
-    traits: options.traits ?? { sendsSharedViews: true, retainsSentBytes: true },
+    traits: options.traits ?? { sendsSharedViews: true, retainsSentBytes: true, sendCallback: true },
   });
   const transportOptions: WebTransportOptions = { ioTimeoutMs: 10_000, ...options };
   const transports: [WebTransport, WebTransport] = [

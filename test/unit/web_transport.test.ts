@@ -132,7 +132,7 @@ describe('web transport: chunking and reassembly over a WebSocket', () => {
 
   for (const sendsSharedViews of [true, false]) {
     it(`views of shared memory arrive whole ${sendsSharedViews ? 'as they are (ws)' : 'through the staging copy (browsers)'}`, async () => {
-      const traits = { sendsSharedViews, retainsSentBytes: sendsSharedViews };
+      const traits = { sendsSharedViews, retainsSentBytes: sendsSharedViews, sendCallback: false };
       const pair = await transportPair({ chunkBytes: chunk, traits });
       const [a, b] = pair.transports;
       try {

@@ -56,7 +56,7 @@ export const nodeWebBackend: BackendFactory = (config: Config, log) =>
 
 export function nodeOpeners(options: NodeOpenersOptions = {}): LinkOpeners {
   return {
-    traits: { sendsSharedViews: true, retainsSentBytes: true },
+    traits: { sendsSharedViews: true, retainsSentBytes: true, sendCallback: true },
     listen: (host) => listen(options.networkInterface === undefined ? host : interfaceAddress(options.networkInterface)),
     dial: (url) => new WebSocket(url, kDialOptions),
     connectStore: (address, secret, timeoutMs) =>
