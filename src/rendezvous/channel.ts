@@ -136,6 +136,7 @@ export class ChannelPort {
   private closedCause: string | null = null;
   private sink: PortSink | null = null;
   private wake: (() => void) | null = null;
+  private readonly closeWaiters: (() => void)[] = [];
 
   constructor(readonly channel: ChannelLike) {
     if (channel.binaryType === 'blob') channel.binaryType = 'arraybuffer';
@@ -182,6 +183,18 @@ export class ChannelPort {
     });
   }
 
+  /** Resolves once the channel has closed, or after `ms`. */
+  whenClosed(ms: number): Promise<void> {
+    if (this.closedCause !== null) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.closeWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
   /** Routes every message to `sink` from now on: first those queued, then a close seen meanwhile. */
   attach(sink: PortSink): void {
     this.sink = sink;
@@ -202,6 +215,7 @@ export class ChannelPort {
   private onClosed(cause: string): void {
     if (this.closedCause !== null) return;
     this.closedCause = cause;
+    for (const waiter of this.closeWaiters.splice(0)) waiter();
     if (this.sink) this.sink.closed(cause);
     else this.wake?.();
   }

@@ -49,14 +49,13 @@ describe('web backend: shared fate, goodbyes, liveness', () => {
     const world = await makeWebWorld(3);
     const [t0, t1, t2] = transports(world) as [WebTransport, WebTransport, WebTransport];
     try {
-      const pending = t0.recv(1, 5, new Uint8Array(1));
-      const last = t1.send(0, 4, Uint8Array.of(42));
-      await last;
-      await world.handles[1]?.close();
-      await assert.rejects(
-        pending,
+      const pending = assert.rejects(
+        t0.recv(1, 5, new Uint8Array(1)),
         (e: unknown) => e instanceof PeerFailureError && /rank 1 .* has shut down \(left the job\)/.test(e.message),
       );
+      await t1.send(0, 4, Uint8Array.of(42));
+      await world.handles[1]?.close();
+      await pending;
       // The message sent just before the goodbye is still there; ranks 0 and 2 still talk.
       const into = new Uint8Array(1);
       await t0.recv(1, 4, into);

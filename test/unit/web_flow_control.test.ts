@@ -178,4 +178,8 @@ class PortOver {
   attach(sink: Parameters<ChannelPort['attach']>[0]): void {
     this.port.attach(sink);
   }
+
+  whenClosed(ms: number): Promise<void> {
+    return this.port.whenClosed(ms);
+  }
 }

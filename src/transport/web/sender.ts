@@ -25,7 +25,13 @@
  * them (browsers), copied chunk by chunk.
  */
 
-import { type ChannelLike, type ChannelTraits, hasLowWaterEvent, type SendWithCallback } from '../../rendezvous/channel.js';
+import {
+  type ChannelLike,
+  type ChannelTraits,
+  hasLowWaterEvent,
+  isClosing,
+  type SendWithCallback,
+} from '../../rendezvous/channel.js';
 import { Fifo, type PendingOp } from '../pending_op.js';
 import { encodeHeader, type FrameKind, inlineFrame, kHeaderBytes, kInlineMaxBytes, kKindLink } from './framing.js';
 
@@ -139,10 +145,10 @@ export class WebSender {
     this.rejectAll(error);
   }
 
-  /** Resolves once idle (see `idle`), or after `ms`. */
+  /** Resolves once idle (see `idle`), or the channel is closing (nothing more leaves), or after `ms`. */
   async flushed(ms: number): Promise<void> {
     const until = performance.now() + ms;
-    while (!this.idle && !this.failure && performance.now() < until) {
+    while (!this.idle && !this.failure && !isClosing(this.channel) && performance.now() < until) {
       await new Promise((resolve) => setTimeout(resolve, this.options.pollMs));
       this.pump();
     }

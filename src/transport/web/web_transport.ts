@@ -378,10 +378,14 @@ export class WebTransport implements Transport {
     }
     for (const op of [...this.pending]) op.reject(error);
     await Promise.all(flushes);
+    const closed: Promise<void>[] = [];
     for (const p of this.peers) {
       if (p === undefined) continue;
       p.sender.fail(error);
       p.link.port.channel.close();
+      // Bounded: a peer that does not answer the closing handshake is dropped by the channel itself.
+      closed.push(p.link.port.whenClosed(kFlushMs));
     }
+    await Promise.all(closed);
   }
 }
