@@ -38,11 +38,15 @@ export async function startWebWorld(size: number, options: InitOptions = {}): Pr
   const { port } = await store.listen();
   const jobId = randomBytes(6).toString('hex');
   try {
-    return await Promise.all(
+    const world = await Promise.all(
       Array.from({ length: size }, (_, rank) =>
         RingReduce.init({ rank, size, backend: 'web', storeAddress: `127.0.0.1:${port}`, jobId, logLevel: 'error', ...options }),
       ),
     );
+    const backends = new Set(world.map((rr) => rr.backend()));
+    if (size > 1 && (backends.size !== 1 || !backends.has('web')))
+      throw new Error(`web world runs over ${[...backends].join(', ')}`);
+    return world;
   } finally {
     await store.close();
   }
