@@ -59,9 +59,18 @@ export interface ChannelTraits {
    * them gone. Browsers copy in `send`, so theirs resolves at once. Default true (safe).
    */
   readonly retainsSentBytes: boolean;
+  /**
+   * `send(data, callback)` calls back once the bytes are written (ws in Node: when its socket
+   * write completes). A sender then resolves its sends, and resumes after a pause, at that
+   * moment rather than at a timer. Browsers' `send` takes no callback. Default false.
+   */
+  readonly sendCallback: boolean;
 }
 
-export const kDefaultTraits: ChannelTraits = { sendsSharedViews: false, retainsSentBytes: true };
+export const kDefaultTraits: ChannelTraits = { sendsSharedViews: false, retainsSentBytes: true, sendCallback: false };
+
+/** ChannelLike's `send` where ChannelTraits.sendCallback says it calls back. */
+export type SendWithCallback = (data: ArrayBufferView<ArrayBuffer> | ArrayBuffer, callback: (error?: Error) => void) => void;
 
 export function isOpen(channel: ChannelLike): boolean {
   return channel.readyState === 1 || channel.readyState === 'open';
@@ -127,6 +136,7 @@ export class ChannelPort {
   private closedCause: string | null = null;
   private sink: PortSink | null = null;
   private wake: (() => void) | null = null;
+  private readonly closeWaiters: (() => void)[] = [];
 
   constructor(readonly channel: ChannelLike) {
     if (channel.binaryType === 'blob') channel.binaryType = 'arraybuffer';
@@ -173,6 +183,18 @@ export class ChannelPort {
     });
   }
 
+  /** Resolves once the channel has closed, or after `ms`. */
+  whenClosed(ms: number): Promise<void> {
+    if (this.closedCause !== null) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.closeWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
   /** Routes every message to `sink` from now on: first those queued, then a close seen meanwhile. */
   attach(sink: PortSink): void {
     this.sink = sink;
@@ -193,6 +215,7 @@ export class ChannelPort {
   private onClosed(cause: string): void {
     if (this.closedCause !== null) return;
     this.closedCause = cause;
+    for (const waiter of this.closeWaiters.splice(0)) waiter();
     if (this.sink) this.sink.closed(cause);
     else this.wake?.();
   }

@@ -8,6 +8,9 @@
  * - tcp: the N ranks each with its engine in a worker thread, over loopback TCP
  *   (test/helpers/world.ts). It runs the ...Sync cases for N = 1 only: the N callers share this
  *   thread, so with more ranks a ...Sync call would block it before the others have called.
+ * - web: as tcp, over loopback WebSockets (the web backend's Node ranks, the store hosted by the
+ *   test), for N = 2 and 3 only: the algorithms are the same, so the larger worlds would test
+ *   nothing of the web links that these do not, and cost CI minutes.
  *
  * Both run every case in full, the 2^20 + 3 element allreduces of every dtype and op included:
  * with the references shared between the ranks of a world (test/helpers/reference.ts), the
@@ -20,13 +23,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { RingReduce } from '../../src/api/runtime.js';
 import { startMemoryWorld } from '../helpers/local_engine.js';
-import { startWorld, stopWorld } from '../helpers/world.js';
+import { startWebWorld, startWorld, stopWorld } from '../helpers/world.js';
 import type { ConformanceCase } from './cases/case.js';
 import { kCases } from './cases/index.js';
 import { runOnWorld, sizeSkipReason } from './cases/runner.js';
 
 interface InProcessBackend {
   name: string;
+  sizes: readonly number[];
   start(size: number): Promise<RingReduce[]>;
   /** Why this backend cannot run `c` with `size` ranks, or undefined. */
   skipReason(c: ConformanceCase, size: number): string | undefined;
@@ -34,26 +38,33 @@ interface InProcessBackend {
 
 /** A stalled case fails in seconds rather than after the default minute. */
 const kStallTimeoutMs = 20_000;
+const kSharedThread =
+  'the ranks share this thread: a ...Sync call would block it before the other ranks have called (MPI runs it)';
 
 const kBackends: readonly InProcessBackend[] = [
   {
     name: 'memory',
+    sizes: [1, 2, 3, 4, 5],
     start: async (size) => startMemoryWorld(size, { stallTimeoutMs: kStallTimeoutMs }),
     skipReason: (c) =>
       c.needsSync ? "...Sync calls block the caller's thread, where every engine of the memory backend runs" : undefined,
   },
   {
     name: 'tcp',
+    sizes: [1, 2, 3, 4, 5],
     start: (size) => startWorld(size, { stallTimeoutMs: kStallTimeoutMs }),
-    skipReason: (c, size) =>
-      c.needsSync && size > 1
-        ? 'the ranks share this thread: a ...Sync call would block it before the other ranks have called (MPI runs it)'
-        : undefined,
+    skipReason: (c, size) => (c.needsSync && size > 1 ? kSharedThread : undefined),
+  },
+  {
+    name: 'web',
+    sizes: [2, 3],
+    start: (size) => startWebWorld(size, { stallTimeoutMs: kStallTimeoutMs }),
+    skipReason: (c) => (c.needsSync ? kSharedThread : undefined),
   },
 ];
 
 for (const backend of kBackends) {
-  for (const size of [1, 2, 3, 4, 5]) {
+  for (const size of backend.sizes) {
     describe(`${backend.name}, ${size} rank${size > 1 ? 's' : ''}`, () => {
       let world: RingReduce[] = [];
       before(async () => {

@@ -1,8 +1,10 @@
-/** Starts N ranks inside this process (each its own engine worker thread) over loopback TCP. */
+/** Starts N ranks inside this process (each its own engine worker thread) over loopback TCP, or WebSockets. */
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { RingReduce } from '../../src/api/runtime.js';
 import type { InitOptions } from '../../src/core/config.js';
+import { JobKey } from '../../src/rendezvous/auth.js';
+import { TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
 
 export async function freePort(): Promise<number> {
   const server = createServer();
@@ -25,4 +27,27 @@ export async function startWorld(size: number, options: InitOptions = {}): Promi
 
 export async function stopWorld(world: readonly RingReduce[]): Promise<void> {
   await Promise.all(world.map((rr) => rr.shutdown()));
+}
+
+/**
+ * N ranks over the web backend (WebSockets on loopback, as Node ranks of a job with browser ranks).
+ * No rank hosts the store: the test does, as ringrun would, until every rank has connected.
+ */
+export async function startWebWorld(size: number, options: InitOptions = {}): Promise<RingReduce[]> {
+  const store = new TcpStoreServer({ host: '127.0.0.1', port: 0, key: new JobKey(options.secret) });
+  const { port } = await store.listen();
+  const jobId = randomBytes(6).toString('hex');
+  try {
+    const world = await Promise.all(
+      Array.from({ length: size }, (_, rank) =>
+        RingReduce.init({ rank, size, backend: 'web', storeAddress: `127.0.0.1:${port}`, jobId, logLevel: 'error', ...options }),
+      ),
+    );
+    const backends = new Set(world.map((rr) => rr.backend()));
+    if (size > 1 && (backends.size !== 1 || !backends.has('web')))
+      throw new Error(`web world runs over ${[...backends].join(', ')}`);
+    return world;
+  } finally {
+    await store.close();
+  }
 }

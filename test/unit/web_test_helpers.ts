@@ -9,12 +9,15 @@ import type { WebSocket } from 'ws';
 import { type InitOptions, resolveConfig } from '../../src/core/config.js';
 import { Logger } from '../../src/core/logger.js';
 import { JobKey } from '../../src/rendezvous/auth.js';
+import { ChannelPort, type ChannelTraits, whenOpen } from '../../src/rendezvous/channel.js';
 import type { StoreAddress } from '../../src/rendezvous/store.js';
 import { TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
 import type { BackendFactory, TransportHandle } from '../../src/transport/backend.js';
 import { createWebBackend } from '../../src/transport/web/index.js';
-import { nodeOpeners } from '../../src/transport/web/node_openers.js';
+import { kWebSocketLink } from '../../src/transport/web/mesh.js';
+import { listen, nodeOpeners } from '../../src/transport/web/node_openers.js';
 import type { LinkOpeners } from '../../src/transport/web/openers.js';
+import { WebTransport, type WebTransportOptions } from '../../src/transport/web/web_transport.js';
 
 export const kSilent = new Logger('[web]', 'error', () => {});
 
@@ -108,6 +111,55 @@ export async function makeWebWorld(
     log,
     close: async () => {
       await Promise.all(handles.map((h) => h.close()));
+    },
+  };
+}
+
+/** Two ends of one loopback WebSocket, as ChannelPorts: the listener's side and the dialer's. */
+export async function wsPair(): Promise<{ server: ChannelPort; client: ChannelPort; sockets: [WebSocket, WebSocket] }> {
+  const listener = await listen('127.0.0.1');
+  const accepted = new Promise<[ChannelPort, WebSocket]>((resolve) =>
+    listener.onChannel((channel) => resolve([new ChannelPort(channel), channel as unknown as WebSocket])),
+  );
+  const dialed = nodeOpeners().dial(listener.url);
+  const client = new ChannelPort(dialed);
+  await whenOpen(dialed, performance.now() + 5000, 'the test socket');
+  const [server, serverSocket] = await accepted;
+  await listener.close();
+  return { server, client, sockets: [serverSocket, dialed as unknown as WebSocket] };
+}
+
+export interface PairOptions extends Partial<WebTransportOptions> {
+  chunkBytes?: number;
+  highWaterBytes?: number;
+  traits?: ChannelTraits;
+}
+
+/** Ranks 0 and 1 of a WebTransport over one loopback WebSocket (rank 0 the listener), no handshake. */
+export async function transportPair(options: PairOptions = {}): Promise<{
+  transports: [WebTransport, WebTransport];
+  sockets: [WebSocket, WebSocket];
+  close(): Promise<void>;
+}> {
+  const { server, client, sockets } = await wsPair();
+  const link = (peer: number, port: ChannelPort) => ({
+    peer,
+    port,
+    address: `test socket to rank ${peer}`,
+    chunkBytes: options.chunkBytes ?? kWebSocketLink.chunkBytes,
+    highWaterBytes: options.highWaterBytes ?? kWebSocketLink.highWaterBytes,
+    traits: options.traits ?? { sendsSharedViews: true, retainsSentBytes: true, sendCallback: true },
+  });
+  const transportOptions: WebTransportOptions = { ioTimeoutMs: 10_000, ...options };
+  const transports: [WebTransport, WebTransport] = [
+    new WebTransport(0, 2, [link(1, server)], transportOptions),
+    new WebTransport(1, 2, [link(0, client)], transportOptions),
+  ];
+  return {
+    transports,
+    sockets,
+    close: async () => {
+      await Promise.all(transports.map((t) => t.close()));
     },
   };
 }

@@ -18,7 +18,7 @@ type WebSocketConstructor = new (url: string) => ChannelLike;
 /** A browser rank's openers; without `dataChannel`, a job may hold only one browser rank. */
 export function browserOpeners(dataChannel?: LinkOpeners['dataChannel']): LinkOpeners {
   return {
-    traits: { sendsSharedViews: false, retainsSentBytes: false },
+    traits: { sendsSharedViews: false, retainsSentBytes: false, sendCallback: false },
     dial: (url) => {
       const WebSocketClass = (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
       if (WebSocketClass === undefined) throw new Error('this environment has no global WebSocket');

@@ -1,5 +1,5 @@
 /**
- * Frames of the web transport over a message channel (channel.ts).
+ * Frames of the web transport over a message channel (rendezvous/channel.ts).
  *
  * How it works: a channel already delimits messages, so a frame needs no magic to resync, only
  * what the receiver must know before the bytes: every transport message starts with one

@@ -274,7 +274,9 @@ class MeshRun {
     try {
       channel = await Promise.race([opening, this.aborted, expired]);
     } catch (error) {
-      throw error instanceof TimeoutError ? new StageTimeout('data channel', peer) : error;
+      if (this.failure || error instanceof StageTimeout) throw error;
+      if (error instanceof TimeoutError) throw new StageTimeout('data channel', peer);
+      throw new PeerFailureError(`cannot open a data channel to rank ${peer}: ${(error as Error).message}`, peer);
     } finally {
       clearTimeout(timer);
     }

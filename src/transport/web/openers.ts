@@ -54,6 +54,6 @@ export interface LinkOpeners {
     secret: string | undefined,
     timeoutMs: number,
   ): Promise<Store & { localAddress?: string | undefined }>;
-  /** How the channels these openers make treat the bytes given to send (channel.ts); default kDefaultTraits. */
+  /** How the channels these openers make treat the bytes given to send (rendezvous/channel.ts); default kDefaultTraits. */
   traits?: Partial<ChannelTraits>;
 }

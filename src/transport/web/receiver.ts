@@ -1,5 +1,5 @@
 /**
- * Receive path of one web link: whole channel messages in (ChannelPort, channel.ts), frames
+ * Receive path of one web link: whole channel messages in (ChannelPort, rendezvous/channel.ts), frames
  * (framing.ts) matched with receives.
  *
  * How it works. A channel message is either a frame header (with its payload inline, or alone

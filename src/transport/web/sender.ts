@@ -1,5 +1,5 @@
 /**
- * Send path of one web link (framing.ts for the frames, channel.ts for the channel).
+ * Send path of one web link (framing.ts for the frames, rendezvous/channel.ts for the channel).
  *
  * How it works: data and control messages wait in one queue, in call order, and go out one at a
  * time: a small payload as one inline frame (header and a copy of the payload), a larger one as
@@ -11,19 +11,27 @@
  * Flow control: before each header or chunk, the sender looks at the channel's bufferedAmount
  * (bytes handed to send and not yet transmitted). At or above the link's high-water mark it
  * stops, and goes on when the channel drains: at the channel's 'bufferedamountlow' event where
- * it has one (RTCDataChannel; the threshold is a quarter of the high-water mark), else at a
- * short timer (WebSockets have no such event). The memory a link holds is therefore bounded by
+ * it has one (RTCDataChannel; the threshold is a quarter of the high-water mark), at the callback
+ * of a completed write where send has one (ws in Node), else at a short timer (a browser's
+ * WebSocket has neither). The memory a link holds is therefore bounded by
  * the high-water mark and one chunk, whatever the caller sends; a peer that stops reading stops
  * the sends, and their deadline (../watchdog.ts) names it.
  *
- * When a send resolves (ChannelTraits, channel.ts): where `send` copies (browsers), once its
- * last byte was handed over; where it keeps a reference to the bytes (ws in Node), once
- * bufferedAmount shows them transmitted, so the caller may then reuse its buffer. Views of a
+ * When a send resolves (ChannelTraits, rendezvous/channel.ts): where `send` copies (browsers),
+ * once its last byte was handed over; where it keeps a reference to the bytes (ws in Node), once
+ * they are written (the write's callback), or else once bufferedAmount shows them transmitted,
+ * so the caller may then reuse its buffer. Views of a
  * SharedArrayBuffer go through a reusable staging buffer of one chunk when the channel refuses
  * them (browsers), copied chunk by chunk.
  */
 
-import { type ChannelLike, type ChannelTraits, hasLowWaterEvent } from '../../rendezvous/channel.js';
+import {
+  type ChannelLike,
+  type ChannelTraits,
+  hasLowWaterEvent,
+  isClosing,
+  type SendWithCallback,
+} from '../../rendezvous/channel.js';
 import { Fifo, type PendingOp } from '../pending_op.js';
 import { encodeHeader, type FrameKind, inlineFrame, kHeaderBytes, kInlineMaxBytes, kKindLink } from './framing.js';
 
@@ -118,7 +126,7 @@ export class WebSender {
     return this.cur === null && this.queue.length === 0 && this.links.length === 0 && this.channel.bufferedAmount === 0;
   }
 
-  /** Rejects every unresolved send and sends nothing more. */
+  /** Rejects every unresolved send and sends nothing more (the channel is gone or being dropped). */
   fail(error: Error): void {
     this.failure ??= error;
     this.rejectAll(error);
@@ -128,18 +136,19 @@ export class WebSender {
   }
 
   /**
-   * Closing: rejects every unresolved send and drops the queued ones, but lets the message in
-   * progress finish its chunks (the peer would otherwise read what follows as its payload), so
-   * a goodbye sent next reaches the peer whole.
+   * Winding down (the transport closes, or shared fate broke it while this channel still works):
+   * rejects every unresolved send and drops the queued ones, but lets the message in progress
+   * finish its chunks (the peer would otherwise read what follows as its payload), so that link
+   * frames sent next, a goodbye or a failure notice, reach the peer whole.
    */
   close(error: Error): void {
     this.rejectAll(error);
   }
 
-  /** Resolves once idle (see `idle`), or after `ms`. */
+  /** Resolves once idle (see `idle`), or the channel is closing (nothing more leaves), or after `ms`. */
   async flushed(ms: number): Promise<void> {
     const until = performance.now() + ms;
-    while (!this.idle && !this.failure && performance.now() < until) {
+    while (!this.idle && !this.failure && !isClosing(this.channel) && performance.now() < until) {
       await new Promise((resolve) => setTimeout(resolve, this.options.pollMs));
       this.pump();
     }
@@ -198,17 +207,22 @@ export class WebSender {
   }
 
   private sendChunk(item: Outgoing): void {
+    const { traits } = this.options;
     const n = Math.min(this.options.chunkBytes, item.payload.byteLength - item.offset);
+    const last = item.offset + n === item.payload.byteLength;
     let chunk = item.payload.subarray(item.offset, item.offset + n);
     if (item.copied) chunk = this.copyOf(chunk);
-    if (!this.transmit(chunk)) return;
+    // The caller's bytes are free once the channel has them: at once where it copies, else once written.
+    const waitsForWrite = last && !item.copied && traits.retainsSentBytes;
+    const written = waitsForWrite && traits.sendCallback ? () => item.op.resolve() : undefined;
+    if (!this.transmit(chunk, written)) return;
     item.offset += n;
     this.pendingBytes -= n;
     item.op.lastProgress = performance.now();
-    if (item.offset < item.payload.byteLength) return;
+    if (!last) return;
     this.cur = null;
-    if (item.copied || !this.options.traits.retainsSentBytes) item.op.resolve();
-    else if (!item.op.done) {
+    if (!waitsForWrite) item.op.resolve();
+    else if (written === undefined && !item.op.done) {
       this.draining.push({ op: item.op, mark: this.handed });
       this.checkTransmitted();
     }
@@ -232,9 +246,17 @@ export class WebSender {
    * memory reaches here only where the traits say the channel takes one (the type says browsers'
    * do not).
    */
-  private transmit(bytes: Uint8Array): boolean {
+  private transmit(bytes: Uint8Array, written?: () => void): boolean {
+    const channel = this.options.channel;
     try {
-      this.options.channel.send(bytes as Uint8Array<ArrayBuffer>);
+      if (!this.options.traits.sendCallback) channel.send(bytes as Uint8Array<ArrayBuffer>);
+      else {
+        // Every write calls back, so a paused sender always has one to resume at.
+        (channel.send as SendWithCallback).call(channel, bytes as Uint8Array<ArrayBuffer>, (error) => {
+          if (error === undefined || error === null) written?.();
+          this.pump();
+        });
+      }
     } catch (error) {
       this.options.onError(error as Error);
       return false;
@@ -260,7 +282,8 @@ export class WebSender {
   /** A timer while sends wait for a drain that no event announces. */
   private armTimer(): void {
     const waitingForSpace = this.cur !== null || this.queue.length > 0;
-    const wanted = this.draining.length > 0 || (waitingForSpace && !this.lowWaterEvent);
+    const announced = this.lowWaterEvent || this.options.traits.sendCallback;
+    const wanted = this.draining.length > 0 || (waitingForSpace && !announced);
     if (!wanted || this.timer !== null || this.failure) return;
     this.timer = setTimeout(() => {
       this.timer = null;

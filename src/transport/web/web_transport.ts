@@ -1,6 +1,6 @@
 /**
  * WebTransport: the Transport contract (../transport.ts) over one message channel per peer
- * (channel.ts): a WebSocket or an RTCDataChannel, opened and authenticated by mesh.ts. It runs
+ * (rendezvous/channel.ts): a WebSocket or an RTCDataChannel, opened and authenticated by mesh.ts. It runs
  * in Node and in a browser alike (no Node import).
  *
  * How it works: per peer, a WebSender (sender.ts) chunks and flow-controls what goes out, and a
@@ -277,12 +277,18 @@ export class WebTransport implements Transport {
     if (this.shareFate) this.breakAll(peer, failure, cause);
   }
 
-  /** Fails one peer's link: its pending ops reject, its handlers run; `release` closes its channel. */
+  /**
+   * Fails one peer's link: its pending ops reject, its handlers run. `release` closes its channel;
+   * otherwise (shared fate) the channel stays open and its sender finishes what is in progress, so
+   * that a notice queued behind it still goes out.
+   */
   private markFailed(p: Peer, failure: PeerFailureError, release: boolean): void {
     p.failure = failure;
     p.receiver.fail(failure);
-    p.sender.fail(failure);
-    if (release) p.link.port.channel.close();
+    if (release) {
+      p.sender.fail(failure);
+      p.link.port.channel.close();
+    } else p.sender.close(failure);
     for (const handler of this.failureHandlers) {
       try {
         handler(p.link.peer, failure);
@@ -363,20 +369,23 @@ export class WebTransport implements Transport {
     const flushes: Promise<void>[] = [];
     for (const p of this.peers) {
       if (p === undefined) continue;
-      if (!this.broken && !p.failure) {
-        // A goodbye behind the message in progress: the peer sees us leave, not fail.
-        p.sender.close(error);
-        p.sender.sendLink(kLinkBye);
-        flushes.push(p.sender.flushed(kFlushMs));
-      } else p.sender.fail(error);
+      p.sender.close(error);
+      // A goodbye behind the message in progress: the peer sees us leave, not fail. A broken
+      // transport sends none, but lets its notices go out (a failed link's sender sends nothing).
+      if (!this.broken && !p.failure) p.sender.sendLink(kLinkBye);
+      flushes.push(p.sender.flushed(kFlushMs));
       p.receiver.fail(error);
     }
     for (const op of [...this.pending]) op.reject(error);
     await Promise.all(flushes);
+    const closed: Promise<void>[] = [];
     for (const p of this.peers) {
       if (p === undefined) continue;
       p.sender.fail(error);
       p.link.port.channel.close();
+      // Bounded: a peer that does not answer the closing handshake is dropped by the channel itself.
+      closed.push(p.link.port.whenClosed(kFlushMs));
     }
+    await Promise.all(closed);
   }
 }
