@@ -144,7 +144,8 @@ export async function textsOfEveryRank(rr: RingReduce, text: string, name: strin
   const gathered = await rr.allgather(bytes, { name: `${name}/texts` });
   let offset = 0;
   return [...lengths].map((length) => {
-    const decoded = new TextDecoder().decode(gathered.subarray(offset, offset + length));
+    // A copy: results live in shared memory, which a browser's TextDecoder refuses.
+    const decoded = new TextDecoder().decode(gathered.slice(offset, offset + length));
     offset += length;
     return decoded;
   });

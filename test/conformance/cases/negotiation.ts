@@ -99,7 +99,7 @@ export function mismatch(
       check(outcome instanceof Error && outcome.message === want, what, `the message is "${message}", not "${want}"`);
       let offset = 0;
       const messages = [...lengths].map((length) => {
-        const text = new TextDecoder().decode(gathered.subarray(offset, offset + length));
+        const text = new TextDecoder().decode(gathered.slice(offset, offset + length));
         offset += length;
         return text;
       });
