@@ -23,6 +23,8 @@ import { type EngineHost, hostEngines } from './engine_host.js';
 const status = document.getElementById('status') as HTMLElement;
 const base = location.pathname.endsWith('/') ? location.pathname : `${location.pathname}/`;
 const control = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${base}${kPagePaths.control}`);
+/** How long a rank that ringrun stops may still run (and print) before its workers are terminated. */
+const kStopGraceMs = 1000;
 let rank: number | undefined;
 let ended = false;
 
@@ -35,6 +37,9 @@ function show(text: string): void {
 }
 
 control.addEventListener('open', () => send({ type: 'join', userAgent: navigator.userAgent }));
+// The tab closes: its workers go first, then its peer connections (engine_host's `stopped`), so
+// that its engine never sees its own links close and blames a peer.
+addEventListener('pagehide', stopWorkers);
 control.addEventListener('close', (event) => {
   if (!ended) show(rank === undefined ? `Not joined: ${event.reason || 'the job is not running'}` : 'ringrun has gone.');
   stopWorkers();
@@ -43,7 +48,11 @@ control.addEventListener('message', (event) => {
   const message = JSON.parse(String(event.data)) as LauncherToPage;
   if (message.type === 'assigned') start(message);
   else if (message.type === 'refused') show(`Not joined: ${message.reason}`);
-  else if (message.type === 'stop') finish(143, 'stopped by ringrun');
+  else if (message.type === 'stop') {
+    // As SIGTERM to a Node rank: the program may still report what happened (a peer's failure
+    // it is handling) for a moment, then its workers are terminated.
+    setTimeout(() => finish(143, 'stopped by ringrun'), kStopGraceMs);
+  }
 });
 
 let program: Worker | undefined;

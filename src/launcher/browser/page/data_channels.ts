@@ -3,7 +3,9 @@
  * transport/web/data_channel_requests.ts): on the engine worker's request, a peer connection
  * and a negotiated data channel, handed to the engine at once, then the offer or answer with
  * every ICE candidate in it. The page keeps the peer connections (a worker cannot hold one)
- * and closes them when the engine stops, so peers see the channels close at once.
+ * and closes them when the engine has stopped (engine_host's `stopped`), so peers see the
+ * channels close at once. Never before: an engine that saw its own channels close would report
+ * its peers failed.
  */
 import type { EngineToPage, PageToEngine } from '../../../transport/web/data_channel_requests.js';
 
@@ -59,7 +61,6 @@ export function serveDataChannels(engine: Worker): DataChannelService {
       }
     } else if (message?.type === 'ringreduce:rtc-close-all') closeAll();
   });
-  addEventListener('pagehide', closeAll);
   return { closeAll };
 }
 
