@@ -1,20 +1,23 @@
 /**
  * Selecting the tfjs backend. The WebAssembly backend is the fast one on Node without
  * tfjs-node; in Node it must be told where its .wasm files are, as a directory path (it reads
- * them from disk), so we resolve the package's dist/ folder.
+ * them from disk), so we resolve the package's dist/ folder. In a browser rank it fetches them
+ * from its script's folder, where ringrun serves them, and runs on one thread, as on Node: every
+ * rank then computes the same way, and the ranks' weights stay identical bit for bit.
  */
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
 
 export type BackendName = 'wasm' | 'cpu';
 
 export async function useBackend(name: BackendName): Promise<void> {
-  if (name === 'wasm') {
+  if (name === 'wasm' && typeof process !== 'undefined') {
+    const [{ createRequire }, { dirname, join }] = await Promise.all([import('node:module'), import('node:path')]);
     const require = createRequire(import.meta.url);
     const packageDir = dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json'));
     setWasmPaths(`${join(packageDir, 'dist')}/`);
+  } else if (name === 'wasm') {
+    tf.env().set('WASM_HAS_MULTITHREAD_SUPPORT', false);
   }
   if (!(await tf.setBackend(name))) throw new Error(`tfjs backend '${name}' failed to initialise`);
   await tf.ready();

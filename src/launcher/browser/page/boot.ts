@@ -4,9 +4,10 @@
  * it, starts the rank's engine worker when the program asks (engine_host.ts), forwards what the
  * program prints, and tells ringrun how the rank ended.
  *
- * When a rank has ended: its program's module has finished evaluating and its engine (if it
- * started one) has been shut down, or it failed (an uncaught error, a module that does not
- * load). The main thread does no work of the rank: a hidden tab's throttled timers do not slow
+ * When a rank has ended: its program's module has finished evaluating and the engine it started
+ * has been shut down (a page cannot see, as Node does, that nothing is left to run: a program
+ * that calls `main()` without awaiting it has evaluated long before it calls init()), or it
+ * failed (an uncaught error, a module that does not load). The main thread does no work of the rank: a hidden tab's throttled timers do not slow
  * the rank, whose program and engine run in workers.
  */
 import {
@@ -85,7 +86,7 @@ function start(assigned: AssignedMessage): void {
       evaluated = true;
       maybeFinished();
     } else if (message?.type === 'ringreduce:pong') {
-      if (evaluated && engines?.running === 0) finish(0);
+      if (finished()) finish(0);
     } else if (message?.type === 'ringreduce:uncaught') {
       send({ type: 'output', stream: 'stderr', text: `${message.message}\n` });
       finish(1, `failed: ${firstLine(message.message)}`);
@@ -102,7 +103,11 @@ function start(assigned: AssignedMessage): void {
 
 /** Done once both hold; a ping first lets whatever the program did right before reach us. */
 function maybeFinished(): void {
-  if (evaluated && engines?.running === 0) program?.postMessage({ type: 'ringreduce:ping' } satisfies PageToPrelude);
+  if (finished()) program?.postMessage({ type: 'ringreduce:ping' } satisfies PageToPrelude);
+}
+
+function finished(): boolean {
+  return evaluated && engines !== undefined && engines.started > 0 && engines.running === 0;
 }
 
 function finish(code: number, reason?: string): void {

@@ -26,6 +26,8 @@ export interface EngineHostOptions {
 export interface EngineHost {
   /** Engines started and not yet stopped. */
   readonly running: number;
+  /** Engines started so far (a program may start another after shutdown()). */
+  readonly started: number;
   /** Stops answering the program and terminates its engines. */
   stop(): void;
 }
@@ -37,6 +39,7 @@ function isMessage<T extends { type: string }>(data: unknown): data is T {
 /** Answers `program`'s requests for engines, started from `engineUrl` (dist/browser/engine_worker.js as served). */
 export function hostEngines(program: Worker, engineUrl: string | URL, options: EngineHostOptions = {}): EngineHost {
   const engines = new Map<string, Worker>();
+  let started = 0;
   const tell = (message: PageToProgram) => program.postMessage(message);
   const end = (engine: string) => {
     const worker = engines.get(engine);
@@ -58,6 +61,7 @@ export function hostEngines(program: Worker, engineUrl: string | URL, options: E
       return;
     }
     engines.set(engine, worker);
+    started++;
     worker.addEventListener('error', (event) => {
       // An ErrorEvent when the engine threw; a plain Event when its script did not load.
       const what = event instanceof ErrorEvent ? event.message : `its script ${String(engineUrl)} did not load`;
@@ -82,6 +86,9 @@ export function hostEngines(program: Worker, engineUrl: string | URL, options: E
   return {
     get running() {
       return engines.size;
+    },
+    get started() {
+      return started;
     },
     stop() {
       program.removeEventListener('message', onProgram);
