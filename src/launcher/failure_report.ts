@@ -1,4 +1,5 @@
 import { constants } from 'node:os';
+import type { FailedRank } from './failure_cause.js';
 import type { RankExit } from './rank_process.js';
 
 /** The shell's convention for "ended by signal N". */
@@ -58,12 +59,18 @@ export function notStartedReport(
   return report;
 }
 
-/** The lines ringrun prints (after `ringrun: `) to explain a failed job. */
-export function failureReport(exit: RankExit, lastLines: readonly string[]): string[] {
+/**
+ * The lines ringrun prints (after `ringrun: `) to explain a failed job: the rank, how it ended,
+ * the error it printed (rank_error.ts) and its last lines, up to that error's first frames.
+ */
+export function failureReport(failure: FailedRank): string[] {
+  const { exit, lastLines, error } = failure;
   const pid = exit.pid === undefined ? '' : ` (pid ${exit.pid})`;
   const report = [`job failed: rank ${exit.rank}${pid} ${describeExit(exit)}`];
+  if (error !== undefined) report.push(`error of rank ${exit.rank}: ${error.summary}`);
   if (lastLines.length > 0) {
-    report.push(`last ${lastLines.length} lines of rank ${exit.rank}:`);
+    const upTo = error === undefined ? '' : ', up to its error';
+    report.push(`last ${lastLines.length} lines of rank ${exit.rank}${upTo}:`);
     for (const line of lastLines) report.push(`  [${exit.rank}] ${line}`);
   } else if (exit.spawnError === undefined) {
     report.push(`rank ${exit.rank} printed nothing`);

@@ -182,7 +182,7 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
       io.log,
     );
     if (outcome.failure !== undefined) {
-      for (const line of failureReport(outcome.failure.exit, outcome.failure.lastLines)) io.log(line);
+      for (const line of failureReport(outcome.failure)) io.log(line);
     } else if (outcome.notStarted !== undefined) {
       for (const line of notStartedReport(outcome.notStarted, startTimeoutMs)) io.log(line);
     } else if (outcome.interruptedBy === undefined) {
