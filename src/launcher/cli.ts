@@ -52,9 +52,10 @@ Per-node mode (--nnodes, --node-rank, --nproc-per-node, --rdzv-endpoint, --slurm
 ringrun per node, as torchrun; node 0's hosts the rendezvous at the endpoint, and a failure on
 any node stops the ranks of every node (docs/env.md, "One launcher per node").
 
-Exit status: 0 when every rank exits 0; else the first failed rank's code (128+N when
-killed by signal N; 127 when the command is not found); 124 when ranks did not start
-within --start-timeout; 130/143 when ringrun gets SIGINT/SIGTERM; 2 for a usage error.
+Exit status: 0 when every rank exits 0; else the code of the rank that failed first (128+N
+when killed by signal N; 127 when the command is not found; 1 when it exited with 0 before
+calling init()); 124 when ranks did not start, call init() or connect within
+--start-timeout; 130/143 when ringrun gets SIGINT/SIGTERM; 2 for a usage error.
 `;
 
 function collect(value: string, previous: string[] | undefined): string[] {

@@ -21,6 +21,8 @@ export interface FailedRank {
   lastLines: string[];
   /** The error it died of, when its output holds one. */
   error?: RankError;
+  /** Said after how it ended: " before calling init()". */
+  note?: string;
 }
 
 /** The rank a failed rank blames for its death, if it blames another one. */

@@ -3,7 +3,9 @@
  *
  * Start-up: every rank must be running within `startTimeoutMs` (a local rank is at once; a
  * remote one once its bootstrap says so, remote_shell.ts), or the job fails naming the ranks
- * that did not start, with their last lines (usually ssh's error).
+ * that did not start, with their last lines (usually ssh's error). When the launcher sees the
+ * ranks' rendezvous (`startUp`, start_up.ts), every rank must also have called init() and
+ * connected by then, and a rank that exits before calling init() fails the job at once.
  *
  * Fail fast: the first rank that exits non-zero, dies by a signal or cannot start fails the
  * job, unless it died of a peer's failure: then the job waits, briefly, for that peer to show
@@ -18,8 +20,9 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { blamedPeer, type FailedRank, rootCause } from './failure_cause.js';
-import { describeExit, failed, failureExitCode, signalExitCode } from './failure_report.js';
+import { describeExit, failed, failureExitCode, lateRanksText, signalExitCode } from './failure_report.js';
 import { type RankExit, RankProcess, type RankSpec } from './rank_process.js';
+import type { LateRank, StartUp } from './start_up.js';
 
 const kDefaultKillGraceMs = 3000;
 /** After SIGKILL, how long to wait before giving up on a process (stuck in the kernel). */
@@ -49,6 +52,10 @@ export interface JobOptions {
   debug(message: string): void;
   /** Called each time a rank starts running. */
   onStarted?(started: number): void;
+  /** Called each time a rank's process exits. */
+  onExit?(exit: RankExit): void;
+  /** What is known of the ranks' init() (start_up.ts): said in failures, checked at the start-up deadline. */
+  startUp?: Pick<StartUp, 'exitNote' | 'late'>;
   /** Called once, with the rank that failed first: the root cause (before the others are stopped). */
   onFailure?(failure: FailedRank): void;
   killGraceMs?: number;
@@ -59,8 +66,8 @@ export interface JobOutcome {
   exitCode: number;
   /** The rank that failed first (the root cause), with its error and last lines of output. */
   failure?: FailedRank;
-  /** Ranks that had not started at the start-up deadline, with their last lines. */
-  notStarted?: { rank: number; host: string | undefined; lastLines: string[] }[];
+  /** Ranks that had not started, called init() or connected at the start-up deadline, with their last lines. */
+  notStarted?: { rank: number; host: string | undefined; lastLines: string[]; why: LateRank['why'] }[];
   /** The signal that interrupted the launcher, when one did before any rank failed. */
   interruptedBy?: NodeJS.Signals;
   /** The exit code given to abort(), when the job was stopped from outside before any rank failed. */
@@ -104,7 +111,8 @@ export class Job {
       void rank.started.then(() => {
         started++;
         options.onStarted?.(started);
-        if (started === this.ranks.length) clearTimeout(this.startTimer);
+        // With startUp, the deadline also holds for init().
+        if (started === this.ranks.length && options.startUp === undefined) clearTimeout(this.startTimer);
       });
     }
     this.startTimer = setTimeout(() => this.onStartTimeout(), options.startTimeoutMs);
@@ -157,17 +165,35 @@ export class Job {
     };
   }
 
+  /**
+   * Fails the job because `rank` exited with code 0 before calling init(), while the others
+   * wait for it in theirs (start_up.ts).
+   */
+  exitedBeforeInit(rank: number): void {
+    const process = this.ranks.find((r) => r.rank === rank);
+    const exit = process?.exitStatus;
+    if (process === undefined || exit === undefined || this.stopping !== undefined || this.failure !== undefined) return;
+    this.failedRanks.push({ exit, note: ' before calling init()', ...process.failureLines() });
+    this.decideCause();
+  }
+
   private onStartTimeout(): void {
-    const late = this.ranks.filter((rank) => !rank.hasStarted && rank.alive());
-    if (late.length === 0 || this.stopping !== undefined) return;
-    this.notStarted = late.map((rank) => ({ rank: rank.rank, host: rank.host, lastLines: rank.lastLines() }));
-    this.options.log(
-      `${rankList(late)} did not start within ${this.options.startTimeoutMs} ms (--start-timeout); stopping the job`,
-    );
+    if (this.stopping !== undefined) return;
+    const notRunning: LateRank[] = this.ranks
+      .filter((rank) => !rank.hasStarted && rank.alive())
+      .map((rank) => ({ rank: rank.rank, why: 'did not start' }));
+    const late = notRunning.length > 0 ? notRunning : (this.options.startUp?.late() ?? []);
+    if (late.length === 0) return;
+    this.notStarted = late.map(({ rank, why }) => {
+      const process = this.ranks.find((r) => r.rank === rank);
+      return { rank, host: process?.host, lastLines: process?.lastLines() ?? [], why };
+    });
+    this.options.log(`${lateRanksText(late)} within ${this.options.startTimeoutMs} ms (--start-timeout); stopping the job`);
     void this.stop();
   }
 
   private async onExit(exit: RankExit): Promise<RankExit> {
+    this.options.onExit?.(exit);
     if (this.stopping !== undefined || !failed(exit)) {
       this.options.debug(`rank ${exit.rank} ${describeExit(exit)}`);
       // A blamed peer that exits cleanly did not fail.
@@ -175,11 +201,12 @@ export class Job {
       return exit;
     }
     const rank = this.ranks.find((r) => r.rank === exit.rank) as RankProcess;
+    const note = this.options.startUp?.exitNote(exit.rank) || undefined;
     this.exitOrder.push(exit.rank);
     this.reading.add(exit.rank);
     await rank.outputEnded(kOutputWaitMs);
     this.reading.delete(exit.rank);
-    const failure: FailedRank = { exit, ...rank.failureLines() };
+    const failure: FailedRank = { exit, ...rank.failureLines(), ...(note !== undefined && { note }) };
     if (this.stopping !== undefined) {
       this.options.debug(`rank ${exit.rank} ${describeExit(exit)}`);
       return exit;
@@ -212,7 +239,7 @@ export class Job {
     const { exit } = cause;
     const others = this.ranks.filter((r) => r.rank !== exit.rank && r.alive());
     const stopping = others.length > 0 ? `; stopping the other ${plural(others.length, 'rank')}` : '';
-    this.options.log(`rank ${exit.rank} ${describeExit(exit)}${stopping}`);
+    this.options.log(`rank ${exit.rank} ${describeExit(exit)}${cause.note ?? ''}${stopping}`);
     for (const other of others) {
       if (other.isStopped()) this.options.log(`rank ${other.rank} (pid ${other.pid}) is stopped (SIGSTOP or a debugger)`);
     }

@@ -138,6 +138,11 @@ export class RankProcess {
     return this.exit !== undefined;
   }
 
+  /** How the rank's own process ended, once it has. */
+  get exitStatus(): RankExit | undefined {
+    return this.exit;
+  }
+
   /** Whether the rank (for a remote rank: its ssh session), or anything left in its group, still runs. */
   alive(): boolean {
     if (this.pid === undefined) return false;

@@ -31,7 +31,8 @@ import { Progress } from './progress.js';
 import { RankLogFiles } from './rank_log_files.js';
 import type { RankSinks, RankSpec } from './rank_process.js';
 import { remoteScript, sshArgv } from './remote_shell.js';
-import { watchStore } from './store_watch.js';
+import { StartUp } from './start_up.js';
+import { rankDialsStore, StoreWatch } from './store_watch.js';
 import { TimelineFiles } from './timeline_files.js';
 
 export const kDefaultStartTimeoutMs = 30_000;
@@ -150,16 +151,23 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
       io,
     );
     if (specs === undefined) return 2;
-    job = new Job({
-      ranks: specs,
-      startTimeoutMs,
-      log: io.log,
-      debug: io.debug,
-      onStarted: (count) => progress?.onStarted(count),
-    });
-    if (progress !== undefined && store.reachable) {
-      const watched = progress;
-      void watchStore({
+    // The ranks' rendezvous, seen from here: what start-up waits for, and who never called init().
+    let watch: StoreWatch | undefined;
+    let startUp: StartUp | undefined;
+    if (config.np > 1 && store.reachable) {
+      const ranks = new StartUp({
+        size: config.np,
+        calledInit: async (rank) => watch?.calledInit(rank),
+        ...(placed[0]?.local === true && {
+          rankDialsStore: () => {
+            watch?.stop(); // its own dials are not a rank's
+            return rankDialsStore(isIP(store.host) !== 0 ? store.host : '0.0.0.0', store.port, watching.signal);
+          },
+        }),
+        onExitedBeforeInit: (rank) => job?.exitedBeforeInit(rank),
+      });
+      startUp = ranks;
+      watch = new StoreWatch({
         host: store.host,
         port: store.port,
         jobId: contract.jobId,
@@ -167,11 +175,37 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
         size: config.np,
         timeoutMs: startTimeoutMs,
         signal: watching.signal,
-        onStore: () => watched.onStore(),
-        onPublished: (count) => watched.onPublished(count),
-        onConnected: () => watched.onConnected(),
+        onStore: () => {
+          ranks.onStore();
+          progress?.onStore();
+        },
+        onPublished: (rank) => {
+          ranks.onInit(rank);
+          progress?.onPublished(rank);
+        },
+        onFinished: (rank) => {
+          ranks.onFinished(rank);
+          progress?.onFinished(rank);
+        },
+        onConnected: () => {
+          ranks.onConnected();
+          progress?.onConnected();
+        },
       });
     }
+    job = new Job({
+      ranks: specs,
+      startTimeoutMs,
+      log: io.log,
+      debug: io.debug,
+      onStarted: (count) => progress?.onStarted(count),
+      onExit: (exit) => {
+        progress?.onExited(exit.rank);
+        startUp?.onExit(exit);
+      },
+      ...(startUp !== undefined && { startUp }),
+    });
+    void watch?.run();
     const outcome = await job.finished;
     progress?.stop();
     merged = true;

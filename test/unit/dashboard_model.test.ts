@@ -131,3 +131,10 @@ test("a failed rank's last error is the error the launcher read in its output", 
   assert.equal(end.failureReport?.[0], 'job failed: rank 1 (pid 4242) exited with code 1');
   assert.equal(end.failureReport?.[1], 'error of rank 1: Error: bad batch');
 });
+
+test('a rank that exited with code 0 before calling init() failed', () => {
+  const model = new DashboardModel(3, 'node train.js', 'h', () => 4_000_000);
+  model.launcherLine('rank 2 exited with code 0 before calling init(); stopping the other 2 ranks');
+  assert.equal(model.state().ranks[2]?.state, 'failed');
+  assert.equal(model.state().ranks[2]?.exit, 'exited with code 0 before calling init()');
+});

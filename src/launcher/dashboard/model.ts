@@ -192,12 +192,12 @@ export class DashboardModel {
       return;
     }
     const exited =
-      /^rank (\d+) ((?:exited with code (\d+)|was killed by \w+|could not be started: .*|on \S+ .*?))(?:; stopping .*)?$/.exec(
+      /^rank (\d+) ((?:exited with code (\d+)|was killed by \w+|could not be started: .*|on \S+ .*?)( before calling init\(\))?)(?:; stopping .*)?$/.exec(
         text,
       );
     if (exited) {
       const record = this.ranks[Number(exited[1])];
-      const failed = exited[3] !== '0';
+      const failed = exited[3] !== '0' || exited[4] !== undefined;
       if (record) record.exit = { text: exited[2] as string, failed };
       // A clean exit is said only with --verbose: not worth an event.
       if (failed) this.addEvent({ t: now, level: 'error', rank: Number(exited[1]), text });
