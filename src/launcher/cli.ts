@@ -42,7 +42,8 @@ Examples:
   ringrun -n 3 --start-timeout 2m --stall-timeout 0 sh -c 'node worker.js > /dev/null'
 
 Options placed after <command> belong to the command; '--' also ends ringrun's options.
-Durations are milliseconds (30000) or carry a unit (500ms, 30s, 2m).
+Durations carry a unit: 500ms, 30s, 1.5m, 2h (0 turns off what may be turned off). A bare
+number is refused: it is seconds to horovodrun and milliseconds to RINGREDUCE_*_MS.
 Each rank gets RINGREDUCE_RANK, RINGREDUCE_SIZE, RINGREDUCE_STORE_ADDR, RINGREDUCE_SECRET, ...
 (docs/env.md); its output lines are prefixed with [rank]. Ranks on other hosts are started
 with ssh (non-interactive: set up keys first); their environment travels over ssh's stdin,
