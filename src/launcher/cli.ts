@@ -21,6 +21,7 @@ import { attemptIo, withRestarts } from './restarts.js';
 import { runJob } from './run_job.js';
 import { runMpi } from './run_mpi.js';
 import { runNode } from './run_node.js';
+import { parseTimelineFile } from './timeline_files.js';
 
 export type { LaunchConfig } from './launch_config.js';
 export type ParsedArgs =
@@ -245,6 +246,7 @@ export function parseArgs(
   const sshIdentity = text('sshIdentity');
   const storePort = text('storePort');
   const elastic = parseElastic(opts.elastic === true, np, raw, text);
+  const timelineFile = text('timeline');
   const maxRestartsText = text('maxRestarts');
   const maxRestarts =
     maxRestartsText === undefined || maxRestartsText === '0' ? 0 : parseCount('--max-restarts', maxRestartsText);
@@ -279,7 +281,7 @@ export function parseArgs(
       storePort: storePort === undefined ? undefined : parsePort('--store-port', storePort),
       ...(elastic !== undefined && { elastic }),
       maxRestarts,
-      timeline: text('timeline'),
+      timeline: timelineFile === undefined ? undefined : parseTimelineFile(timelineFile),
       perNode,
     },
   };
