@@ -25,8 +25,9 @@ export interface FailedRank {
   note?: string;
 }
 
-/** The rank a failed rank blames for its death, if it blames another one. */
+/** The rank a failed rank blames for its death, if it blames another one (a signal's death is its own). */
 export function blamedPeer(failed: FailedRank): number | undefined {
+  if (failed.exit.signal !== null) return undefined;
   const peer = failed.error?.peerRank;
   return peer !== undefined && peer !== failed.exit.rank ? peer : undefined;
 }

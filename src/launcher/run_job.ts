@@ -161,7 +161,9 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
         ...(placed[0]?.local === true && {
           rankDialsStore: () => {
             watch?.stop(); // its own dials are not a rank's
-            return rankDialsStore(isIP(store.host) !== 0 ? store.host : '0.0.0.0', store.port, watching.signal);
+            // Past the start-up deadline no rank is still dialing the store.
+            const until = AbortSignal.any([watching.signal, AbortSignal.timeout(startTimeoutMs)]);
+            return rankDialsStore(isIP(store.host) !== 0 ? store.host : '0.0.0.0', store.port, until);
           },
         }),
         onExitedBeforeInit: (rank) => job?.exitedBeforeInit(rank),
