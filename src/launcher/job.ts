@@ -8,8 +8,9 @@
  * connected by then, and a rank that exits before calling init() fails the job at once.
  *
  * Fail fast: the first rank that exits non-zero, dies by a signal or cannot start fails the
- * job, unless it died of a peer's failure: then the job waits, briefly, for that peer to show
- * whether it failed too, and names it if it did (failure_cause.ts). The launcher then stops the others (SIGTERM to each local rank's process group, stdin
+ * job (unless it died of a peer's failure: then the job waits, briefly, for that peer to show
+ * whether it failed too, and names it if it did; failure_cause.ts).
+ * The launcher then stops the others (SIGTERM to each local rank's process group, stdin
  * EOF to each remote rank's session; SIGKILL to whatever still runs after the grace period),
  * waits for them and reports that first failure. An interrupt (SIGINT/SIGTERM/SIGHUP to the
  * launcher) stops every rank the same way; a second interrupt kills at once. SIGTERM rather
@@ -97,6 +98,9 @@ export class Job {
   private causeTimer: NodeJS.Timeout | undefined;
   /** The wait for a blamed peer is over: name the best known cause. */
   private waitOver = false;
+  /** Resolves when the wait for a blamed peer ends: the cause is known, the time is up, or the job stops. */
+  private waitEnded: Promise<void> | undefined;
+  private endWait: () => void = () => {};
 
   constructor(private readonly options: JobOptions) {
     this.killGraceMs = options.killGraceMs ?? kDefaultKillGraceMs;
@@ -146,7 +150,8 @@ export class Job {
   private async run(): Promise<JobOutcome> {
     const exits = await Promise.all(this.ranks.map((rank) => rank.exited.then((exit) => this.onExit(exit))));
     clearTimeout(this.startTimer);
-    clearTimeout(this.causeTimer);
+    // A blamed peer of another launcher (per-node mode) may still be reported.
+    await this.waitEnded;
     if (this.stopping === undefined && this.ranks.some((rank) => rank.alive())) {
       const left = this.ranks.filter((rank) => rank.alive());
       this.options.debug(`${rankList(left)} left processes in their process group; stopping them`);
@@ -215,10 +220,16 @@ export class Job {
     this.failedRanks.sort((a, b) => this.exitOrder.indexOf(a.exit.rank) - this.exitOrder.indexOf(b.exit.rank));
     if (failure.error !== undefined) this.options.debug(`error of rank ${exit.rank}: ${failure.error.summary}`);
     if (blamedPeer(failure) !== undefined) this.options.debug(`rank ${exit.rank} ${describeExit(exit)}`);
-    this.causeTimer ??= setTimeout(() => {
-      this.waitOver = true;
-      this.decideCause();
-    }, kCauseWaitMs);
+    if (this.causeTimer === undefined) {
+      this.waitEnded = new Promise((resolve) => {
+        this.endWait = resolve;
+      });
+      this.causeTimer = setTimeout(() => {
+        this.waitOver = true;
+        this.endWait();
+        this.decideCause();
+      }, kCauseWaitMs);
+    }
     this.decideCause();
     return exit;
   }
@@ -234,6 +245,7 @@ export class Job {
       return;
     }
     clearTimeout(this.causeTimer);
+    this.endWait();
     this.failure = cause;
     this.options.onFailure?.(cause);
     const { exit } = cause;
@@ -268,6 +280,7 @@ export class Job {
     this.stopping ??= (async () => {
       clearTimeout(this.startTimer);
       clearTimeout(this.causeTimer);
+      this.endWait();
       for (const rank of this.ranks) rank.stop('SIGTERM');
       if (await this.allGone(this.killGraceMs)) return;
       const stubborn = this.ranks.filter((rank) => rank.alive());

@@ -45,8 +45,7 @@ export class Progress {
       // Only while something is known to be missing: ranks not running, or (once the store
       // is reachable from here) ranks not connected.
       this.quiet = setInterval(() => {
-        if (this.started - this.exited.size < options.size || (this.storeSeen && !this.connected))
-          this.options.write(`ringrun: ${this.text()}\n`);
+        if (this.started < options.size || (this.storeSeen && !this.connected)) this.options.write(`ringrun: ${this.text()}\n`);
       }, kQuietLineMs);
       this.quiet.unref();
     }

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { Job } from '../../src/launcher/job.js';
 import { cleanEnv, RingrunRun } from './fixtures/ringrun_harness.js';
 
 const kThrowJob = fileURLToPath(new URL('./fixtures/throw_job.js', import.meta.url));
@@ -41,5 +42,33 @@ describe('the rank that failed first', { timeout: 60_000 }, () => {
     const result = await run.finished;
     assert.equal(result.code, 1, result.stderr);
     assertNamesRankOne(result.stderr);
+  });
+
+  it("is still named when it blames a rank of another launcher, once that launcher's report did not come", async () => {
+    // One ringrun per node: rank 0 here dies of rank 5's failure, which only node 1's ringrun sees.
+    const script = `
+      class PeerFailureError extends Error { name = 'PeerFailureError'; }
+      console.error(Object.assign(new PeerFailureError('rank 5 (10.0.0.5:4000): closed the connection'), { peerRank: 5 }));
+      process.exit(1);`;
+    const ignore = () => {};
+    const job = new Job({
+      ranks: [
+        {
+          rank: 0,
+          command: process.execPath,
+          args: ['-e', script],
+          env: cleanEnv(),
+          sinks: { stdout: ignore, stderr: ignore },
+          tailLines: 10,
+        },
+      ],
+      startTimeoutMs: 30_000,
+      log: ignore,
+      debug: ignore,
+    });
+    const outcome = await job.finished;
+    assert.equal(outcome.exitCode, 1);
+    assert.equal(outcome.failure?.exit.rank, 0);
+    assert.equal(outcome.failure?.error?.peerRank, 5);
   });
 });
