@@ -51,8 +51,8 @@ export function withDashboard(address: DashboardAddress, run: Run): Run {
         io.log(message);
       },
       debug: (message) => {
-        // Only what the page shows (pids, exits) of the verbose messages.
-        if (/^rank \d+ /.test(message)) model.launcherLine(message);
+        // Only what the page shows (pids, exits, errors) of the verbose messages.
+        if (/^(?:error of )?rank \d+[ :]/.test(message)) model.launcherLine(message);
         io.debug(message);
       },
     };
