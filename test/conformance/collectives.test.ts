@@ -9,8 +9,9 @@
  *   (test/helpers/world.ts). It runs the ...Sync cases for N = 1 only: the N callers share this
  *   thread, so with more ranks a ...Sync call would block it before the others have called.
  * - web: as tcp, over loopback WebSockets (the web backend's Node ranks, the store hosted by the
- *   test), for N = 2 and 3 only: the algorithms are the same, so the larger worlds would test
- *   nothing of the web links that these do not, and cost CI minutes.
+ *   test), for N = 2 only: the algorithms are the same, so larger worlds would test nothing of
+ *   the web links that this one and the browser ranks' jobs (multiprocess/browser_ranks.test.ts:
+ *   2 Node ranks and 2 tabs, 3 tabs) do not, and cost CI minutes.
  *
  * Both run every case in full, the 2^20 + 3 element allreduces of every dtype and op included:
  * with the references shared between the ranks of a world (test/helpers/reference.ts), the
@@ -57,7 +58,7 @@ const kBackends: readonly InProcessBackend[] = [
   },
   {
     name: 'web',
-    sizes: [2, 3],
+    sizes: [2],
     start: (size) => startWebWorld(size, { stallTimeoutMs: kStallTimeoutMs }),
     skipReason: (c) => (c.needsSync ? kSharedThread : undefined),
   },
