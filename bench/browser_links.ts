@@ -161,6 +161,7 @@ async function raw(): Promise<RawFigures> {
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const profile = mkdtempSync(join(tmpdir(), 'ringreduce-bench-chromium-'));
   const browser = await puppeteer.launch({ executablePath: kChromium, headless: true, userDataDir: profile, args: kFlags });
+
   const result = async <T>(page: Page): Promise<T> => {
     await page.waitForFunction('window.result !== undefined', { timeout: 120_000 });
     return page.evaluate('window.result') as Promise<T>;
@@ -172,7 +173,9 @@ async function raw(): Promise<RawFigures> {
     const [a, b] = [await browser.newPage(), await browser.newPage()];
     await b.goto(`${origin}/?probe=dc&side=b&bytes=${bytes}`);
     await a.goto(`${origin}/?probe=dc&side=a&bytes=${bytes}`);
-    const [atB, atA] = await Promise.all([result<{ received: number }>(b), result<{ received: number }>(a)]);
+    // One after the other: b has the first figure long before a has the second.
+    const atB = await result<{ received: number }>(b);
+    const atA = await result<{ received: number }>(a);
     return { wsUp: ws.up, wsDown: ws.down, dcAtoB: atB.received, dcBtoA: atA.received };
   } finally {
     await browser.close();
