@@ -465,6 +465,7 @@ export class RingReduce {
     this.shutDown = true;
     await this.engine.shutdown();
     await this.elastic?.close();
+    platform.rankClosed();
   }
 
   /**

@@ -268,8 +268,7 @@ export function parseArgs(
     throw new InvalidArgumentError('--elastic runs on this machine only (no -H or --hostfile)');
   if (elastic !== undefined && perNode !== undefined)
     throw new InvalidArgumentError('--elastic runs with one ringrun, not per node');
-  if (browser !== undefined)
-    checkBrowser({ backend, hosts: hosts !== undefined, perNode: perNode !== undefined, elastic: elastic !== undefined });
+  if (browser !== undefined) checkBrowser({ backend, hosts: hosts !== undefined, perNode: perNode !== undefined });
   return {
     kind: 'launch',
     ...(opts.dashboard !== undefined && { dashboard: parseDashboardAddress(opts.dashboard as string | true) }),
@@ -302,11 +301,10 @@ export function parseArgs(
 }
 
 /** What browser ranks do not run with yet, refused by name. */
-function checkBrowser(job: { backend: string; hosts: boolean; perNode: boolean; elastic: boolean }): void {
+function checkBrowser(job: { backend: string; hosts: boolean; perNode: boolean }): void {
   if (job.backend === 'mpi') throw new InvalidArgumentError('--browser runs the web backend, not mpi (browsers have no MPI)');
   if (job.hosts) throw new InvalidArgumentError('--browser runs its Node ranks on this machine (no -H or --hostfile)');
   if (job.perNode) throw new InvalidArgumentError('--browser runs with one ringrun, not per node');
-  if (job.elastic) throw new InvalidArgumentError('--browser does not run --elastic yet');
 }
 
 /** The flags that mean nothing in the per-node mode, refused by name. */

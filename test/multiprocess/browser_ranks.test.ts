@@ -10,6 +10,8 @@
  *   browser and exits non-zero, and nothing of the job keeps running;
  * - the join URL's token: without it nothing is served, no socket opens, and a tab opened once
  *   too often is told every rank is taken while the job goes on;
+ * - an elastic job (ringrun --elastic --browser) that loses a tab goes on without it, and a tab
+ *   opened later joins at a commit; every rank ends with the values its size history implies;
  * - the MNIST demo (npm run start:browser) on 2 Node ranks and 2 tabs: test accuracy at least
  *   0.9 on every rank (the program fails below it) and identical weights on all four.
  *
@@ -30,6 +32,7 @@ const kChromium = process.env.CHROME_PATH ?? process.env.CHROMIUM_PATH ?? '/usr/
 const kConformanceJob = fileURLToPath(new URL('./fixtures/web_conformance_job.js', import.meta.url));
 const kLoopJob = fileURLToPath(new URL('./fixtures/browser_loop_job.js', import.meta.url));
 const kMnist = fileURLToPath(new URL('../../examples/mnist/train.js', import.meta.url));
+const kElasticJob = fileURLToPath(new URL('./fixtures/browser_elastic_job.js', import.meta.url));
 const kFlags = [
   '--no-sandbox',
   '--disable-gpu',
@@ -194,6 +197,61 @@ describe('browser ranks', { skip, timeout: 600_000 }, () => {
       await waitForStatus(second, /Rank 2: (stopped by ringrun|failed)/);
       assert.equal(second.workers().length, 0, "the other tab's workers are gone");
       await second.close();
+    });
+
+    it('an elastic job goes on without a closed tab and lets a new tab in at a commit', async () => {
+      const run = new RingrunRun(
+        [
+          '--elastic',
+          '-np',
+          '2',
+          '--browser',
+          '2',
+          '--min-np',
+          '2',
+          '--max-np',
+          '4',
+          process.execPath,
+          kElasticJob,
+          '--steps',
+          '150',
+          '--step-ms',
+          '40',
+        ],
+        cleanEnv(),
+        150_000,
+      );
+      const url = await joinUrl(run);
+      const first = await open(url);
+      const second = await open(url);
+      const committed = (size: number, after: number) => (r: RingrunRun) =>
+        r.stdout
+          .slice(after)
+          .split('\n')
+          .some((line) => new RegExp(`^\\[0\\] COMMITTED \\d+ ${size}$`).test(line));
+      await run.waitFor('a commit of all 4 workers', committed(4, 0), 60_000);
+      await second.close();
+      await run.waitFor('a commit of the 3 left', committed(3, 0), 30_000);
+      const before = run.stdout.length;
+      const third = await open(url);
+      await run.waitFor('a commit with the new tab', committed(4, before), 30_000);
+      const finished = await run.finished;
+      assert.equal(finished.code, 0, finished.stderr.slice(-3000));
+      assert.match(finished.stderr, /elastic: worker w3 .*closed its tab.*; 3 left/);
+      const reports = [...finished.stdout.matchAll(/ELASTIC-REPORT (\{.*\})/g)].map(
+        (m) => JSON.parse(m[1] as string) as { rank: number; size: number; value: number[]; sizes: number[] },
+      );
+      assert.equal(reports.length, 4, finished.stdout.slice(-3000));
+      const [report] = reports;
+      const sizes = report?.sizes ?? [];
+      assert.equal(sizes.length, 150);
+      assert.ok(sizes.includes(3) && sizes.at(-1) === 4, `sizes ${sizes.join(',')}`);
+      const expected = [sizes.reduce((sum, n) => sum + n, 0), sizes.reduce((sum, n) => sum + (n * (n - 1)) / 2, 0)];
+      for (const r of reports) {
+        assert.deepEqual(r.value, expected, `rank ${r.rank}`);
+        assert.deepEqual(r.sizes, sizes, `rank ${r.rank}`);
+      }
+      await Promise.all([first.close(), third.close()]);
     });
 
     it('the token guards the page, and a tab too many is refused while the job goes on', async () => {
