@@ -18,6 +18,7 @@
  *                                   shutdown one way, batches of completions the other
  *   page → program   engine-failed  the engine's worker did not load or threw
  *   engine → page    engine-output  a line the engine logged, for the page to pass on
+ *   engine → page    engine-report  a report for ringrun's dashboard (with --dashboard)
  *   program → page   stop-engine    the engine has closed: the page terminates its worker
  *   program → page   rank-closed    shutdown() has resolved: the rank is done (a re-form of an
  *                                   elastic job stops one engine and starts the next)
@@ -77,7 +78,13 @@ export interface EngineOutputMessage {
 export type PageToProgram = EnvMessage | EngineFailedMessage;
 export type ProgramToPage = StartEngineMessage | StopEngineMessage | RankClosedMessage;
 export type PageToEngine = EngineInitMessage;
-export type EngineToPage = EngineOutputMessage;
+/** Engine worker → page: a report for ringrun's dashboard (engine/dashboard_reporter.ts), JSON. */
+export interface EngineReportMessage {
+  type: 'ringreduce:engine-report';
+  body: string;
+}
+
+export type EngineToPage = EngineOutputMessage | EngineReportMessage;
 
 /** How long init() waits for the page's env message. */
 export const kEnvDeadlineMs = 10_000;

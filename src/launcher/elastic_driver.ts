@@ -37,6 +37,7 @@ import { BrowserRank } from './browser/browser_rank.js';
 import { acceptPage } from './browser/browser_ranks.js';
 import { BrowserSite } from './browser/browser_site.js';
 import { kPagePaths } from './browser/page_protocol.js';
+import { dashboardEnv, reportForwarder } from './browser/report_forwarder.js';
 import { RankProcess } from './rank_process.js';
 import type { RankExit, RankRunner } from './rank_runner.js';
 
@@ -68,6 +69,8 @@ class ElasticDriver {
   private stopped = false;
   /** --browser: the page, its scripts and the store bridge for the tabs. */
   private site: BrowserSite | undefined;
+  /** --browser with --dashboard: where the tabs' reports go (null: nowhere). */
+  private forwardReport: ((rank: BrowserRank, body: string) => void) | null | undefined;
 
   constructor(
     private readonly config: LaunchConfig,
@@ -182,18 +185,26 @@ class ElasticDriver {
       [kEnv.backend]: 'web',
       ...settingsEnv(this.config.settings),
       [kEnv.startTimeoutMs]: String(this.workerStartTimeoutMs()),
+      ...dashboardEnv(this.io.env),
     };
     const tab = new BrowserRank(
       number,
       { env, args: browser?.args ?? [], programUrl: kPagePaths.program, engineUrl: kPagePaths.engine },
       { stdout: this.io.stdout, stderr: this.io.stderr },
       10,
+      this.reports(),
     );
     // Each tab is a host of its own: one rank, its own links.
     const worker: Worker = { member: { id, host: `tab ${id}` }, process: tab };
     this.workers.set(id, worker);
     void tab.exited.then((exit) => this.onExit(worker, exit));
     return worker;
+  }
+
+  /** With --dashboard, where tabs' reports go (made once). */
+  private reports(): ((rank: BrowserRank, body: string) => void) | undefined {
+    if (this.forwardReport === undefined) this.forwardReport = reportForwarder(this.io.env) ?? null;
+    return this.forwardReport ?? undefined;
   }
 
   /** A worker waits for its next generation within its start timeout: at least as long as the job may wait for slots. */

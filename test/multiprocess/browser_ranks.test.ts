@@ -152,22 +152,45 @@ describe('browser ranks', { skip, timeout: 600_000 }, () => {
       }
     }
 
+    type DashboardRow = { host: string | null; pid: number | null; state: string; completed: number; exit: string | null };
+    /** The dashboard's rows, once `ready` holds for them (read as its page does). */
+    async function waitForRows(pageUrl: string, ready: (rows: DashboardRow[]) => boolean): Promise<DashboardRow[]> {
+      const url = new URL(pageUrl);
+      url.pathname = '/api/state';
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const { state } = (await (await fetch(url)).json()) as { state: { ranks: DashboardRow[] } };
+        if (ready(state.ranks)) return state.ranks;
+        if (Date.now() > deadline) throw new Error(`the dashboard's rows: ${JSON.stringify(state.ranks)}`);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
+
     async function joinUrl(run: RingrunRun): Promise<string> {
       await run.waitFor('the join URL', (r) => /to start the browser ranks: http:\/\/\S+/.test(r.stderr));
       return (/to start the browser ranks: (http:\/\/\S+)/.exec(run.stderr) as RegExpExecArray)[1] as string;
     }
 
-    it('a closed tab is named on every other rank within 2 s, and by ringrun; nothing keeps running', async () => {
-      const run = new RingrunRun(['-np', '2', '--browser', '2', process.execPath, kLoopJob], cleanEnv(), 90_000);
+    it('a closed tab is named on every other rank within 2 s, by ringrun and on the dashboard; nothing keeps running', async () => {
+      const run = new RingrunRun(['--dashboard', '-np', '2', '--browser', '2', process.execPath, kLoopJob], cleanEnv(), 90_000);
       const url = await joinUrl(run);
+      const dashboard = (/dashboard: (http:\/\/\S+)/.exec(run.stderr) as RegExpExecArray)[1] as string;
       const second = await open(url);
       await waitForStatus(second, /Rank 2: running/);
       const third = await open(url);
       await waitForStatus(third, /Rank 3: running/);
       await run.waitFor('every rank ready', (r) => (r.stdout.match(/READY /g) ?? []).length === 4, 30_000);
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // The tabs' rows on the dashboard: their browser as the host, no pid, their collectives counted.
+      const tabRows = await waitForRows(dashboard, (rows) => rows.slice(2).every((row) => row.completed > 0));
+      for (const row of tabRows.slice(2)) {
+        assert.match(String(row.host), /^headless Chrome \d+ on Linux$/, JSON.stringify(row));
+        assert.equal(row.pid, null);
+        assert.equal(row.state, 'running');
+      }
       const closedAt = Date.now();
       await third.close();
+      const closedRows = await waitForRows(dashboard, (rows) => rows[3]?.state === 'failed');
+      assert.match(String(closedRows[3]?.exit), /closed its tab/);
       const finished = await run.finished;
 
       assert.notEqual(finished.code, 0);

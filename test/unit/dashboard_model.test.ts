@@ -138,3 +138,19 @@ test('a rank that exited with code 0 before calling init() failed', () => {
   assert.equal(model.state().ranks[2]?.state, 'failed');
   assert.equal(model.state().ranks[2]?.exit, 'exited with code 0 before calling init()');
 });
+
+test('remote and browser ranks: their reports without a pid, their exits as the launcher words them', () => {
+  const model = new DashboardModel(4, 'node train.js', 'h', () => 5_000_000);
+  assert.equal(model.ingest(report(3, 5_000_000, { host: 'headless Chrome 156 on Linux', pid: null })), true);
+  assert.equal(model.state().ranks[3]?.host, 'headless Chrome 156 on Linux');
+  assert.equal(model.state().ranks[3]?.pid, null);
+  model.launcherLine('rank 1 on node2 exited with code 0');
+  model.launcherLine('rank 2 on node2 exited with code 3');
+  model.launcherLine('rank 3 (headless Chrome 156 on Linux) closed its tab, or the browser crashed, before its program finished');
+  const states = model.state().ranks.map((r) => r.state);
+  assert.deepEqual(states.slice(1), ['finished', 'failed', 'failed']);
+  assert.equal(
+    model.state().ranks[3]?.exit,
+    '(headless Chrome 156 on Linux) closed its tab, or the browser crashed, before its program finished',
+  );
+});

@@ -18,6 +18,7 @@ import type { RankSinks } from '../rank_runner.js';
 import { BrowserRanks } from './browser_ranks.js';
 import { BrowserSite } from './browser_site.js';
 import { kPagePaths } from './page_protocol.js';
+import { dashboardEnv, reportForwarder } from './report_forwarder.js';
 
 export interface BrowserJobOptions {
   settings: BrowserSettings;
@@ -87,13 +88,19 @@ export class BrowserJob {
     const { np, settings } = this.options;
     const hostsBefore = np > 0 ? 1 : 0;
     const crossSize = hostsBefore + settings.count;
+    const onReport = reportForwarder(this.options.env);
     this.ranksOf = new BrowserRanks({
       ranks: Array.from({ length: settings.count }, (_, i) => np + i),
       assignment: (rank) => {
         // Each tab is a host of its own: one rank, its own links.
         const placement: RankPlacement = { rank, localRank: 0, localSize: 1, crossRank: hostsBefore + rank - np, crossSize };
         return {
-          env: { ...contractEnv(contract, placement), [kEnv.backend]: 'web', [kEnv.storeUrl]: this.site.storeUrl },
+          env: {
+            ...contractEnv(contract, placement),
+            [kEnv.backend]: 'web',
+            [kEnv.storeUrl]: this.site.storeUrl,
+            ...dashboardEnv(this.options.env),
+          },
           args: settings.args,
           programUrl: kPagePaths.program,
           engineUrl: kPagePaths.engine,
@@ -101,6 +108,7 @@ export class BrowserJob {
       },
       sinks,
       tailLines: 10,
+      ...(onReport && { onReport }),
       debug: this.options.debug,
     });
     return this.ranksOf;

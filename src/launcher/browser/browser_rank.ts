@@ -41,6 +41,8 @@ export class BrowserRank implements RankRunner {
     private readonly assignment: Assignment,
     sinks: RankSinks,
     private readonly tailLines: number,
+    /** With --dashboard: the page's reports, passed on (report_forwarder.ts). */
+    private readonly onReport?: (rank: BrowserRank, body: string) => void,
   ) {
     // More lines than shown: enough to find the error the program died of (rank_error.ts).
     this.tail = new TailBuffer(Math.max(tailLines, kKeptLines));
@@ -138,6 +140,7 @@ export class BrowserRank implements RankRunner {
       return;
     }
     if (message.type === 'output') (message.stream === 'stderr' ? this.stderr : this.stdout).push(message.text);
+    else if (message.type === 'report') this.onReport?.(this, String(message.body));
     else if (message.type === 'exit') {
       const code = Number.isSafeInteger(message.code) ? message.code : 1;
       this.end({ code, ...(message.reason !== undefined && { reason: `(${this.host}) ${message.reason}` }) });

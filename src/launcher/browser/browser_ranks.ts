@@ -18,6 +18,8 @@ export interface BrowserRanksOptions {
   assignment(rank: number): Assignment;
   sinks(rank: number): RankSinks;
   tailLines: number;
+  /** With --dashboard: where the pages' reports go (report_forwarder.ts). */
+  onReport?: (rank: BrowserRank, body: string) => void;
   /** ringrun's --verbose messages. */
   debug(message: string): void;
 }
@@ -27,7 +29,7 @@ export class BrowserRanks {
 
   constructor(private readonly options: BrowserRanksOptions) {
     this.ranks = options.ranks.map(
-      (rank) => new BrowserRank(rank, options.assignment(rank), options.sinks(rank), options.tailLines),
+      (rank) => new BrowserRank(rank, options.assignment(rank), options.sinks(rank), options.tailLines, options.onReport),
     );
   }
 

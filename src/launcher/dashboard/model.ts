@@ -191,13 +191,14 @@ export class DashboardModel {
       this.addEvent({ t: now, level: 'error', rank: null, text });
       return;
     }
+    // A local rank, a remote one ("on HOST ..."), or a browser rank ("(BROWSER) ...").
     const exited =
-      /^rank (\d+) ((?:exited with code (\d+)|was killed by \w+|could not be started: .*|on \S+ .*?)( before calling init\(\))?)(?:; stopping .*)?$/.exec(
+      /^rank (\d+) ((?:exited with code \d+|was killed by \w+|could not be started: .*|on \S+ .*?|\(.+?\) .*?)( before calling init\(\))?)(?:; stopping .*)?$/.exec(
         text,
       );
     if (exited) {
       const record = this.ranks[Number(exited[1])];
-      const failed = exited[3] !== '0' || exited[4] !== undefined;
+      const failed = exited[3] !== undefined || !/exited with code 0$/.test(exited[2] as string);
       if (record) record.exit = { text: exited[2] as string, failed };
       // A clean exit is said only with --verbose: not worth an event.
       if (failed) this.addEvent({ t: now, level: 'error', rank: Number(exited[1]), text });

@@ -21,7 +21,8 @@ type Run = (config: LaunchConfig, io: RunIo) => Promise<number>;
 /** `run`, watched by a dashboard served at `address`. */
 export function withDashboard(address: DashboardAddress, run: Run): Run {
   return async (config, io) => {
-    const size = Math.max(config.np, config.elastic?.maxNp ?? 0);
+    // Browser ranks come after the -np Node ranks (in an elastic job, within --max-np).
+    const size = Math.max(config.np + (config.browser?.count ?? 0), config.elastic?.maxNp ?? 0);
     const model = new DashboardModel(size, [config.command, ...config.args].join(' '), hostname());
     const viewToken = randomBytes(16).toString('hex');
     const ingestToken = randomBytes(16).toString('hex');

@@ -77,6 +77,7 @@ function start(assigned: AssignedMessage): void {
   engines = hostEngines(program, new URL(assigned.engineUrl, location.href), {
     env: assigned.env,
     output: (text) => send({ type: 'output', stream: 'stderr', text }),
+    report: (body) => send({ type: 'report', body }),
     started: (engine) => channels.set(engine, serveDataChannels(engine)),
     stopped: (engine) => {
       channels.get(engine)?.closeAll();
