@@ -58,9 +58,18 @@ let starting: Promise<RingReduce> | undefined;
 /** The options of the init() call that started (or is starting) the default instance. */
 let startedWith: InitOptions = {};
 
+/** Whether a default instance was shut down (for the message of a call made after that). */
+let wasShutDown = false;
+
 function instance(): RingReduce {
-  if (!current) throw new ShutdownError('ringreduce is not initialised: call init() first');
-  return current;
+  if (current) return current;
+  if (starting) {
+    throw new ShutdownError(
+      'init() has not finished: await rr.init() before calling ringreduce (it resolves once every rank has joined)',
+    );
+  }
+  if (wasShutDown) throw new ShutdownError('ringreduce was shut down: call init() again to join a job');
+  throw new ShutdownError('ringreduce is not initialised: call init() first');
 }
 
 /** Runs `call` on the default instance; before init() (or after shutdown()) it rejects rather than throws. */
@@ -220,5 +229,6 @@ export const barrierSync = (o?: BarrierOptions): void => instance().barrierSync(
 export async function shutdown(): Promise<void> {
   const job = current;
   current = undefined;
+  if (job) wasShutDown = true;
   await job?.shutdown();
 }

@@ -99,6 +99,8 @@ export class RingReduce {
    */
   private readonly staging = new BufferPool<SharedArrayBuffer>(kStagingRetainBytes, (bytes) => new SharedArrayBuffer(bytes));
   private shutDown = false;
+  /** Cancels the shutdown that runs when the program ends without calling it (Platform.atProgramEnd). */
+  private readonly cancelShutdownAtEnd: () => void;
   /** fp16 compression's conversions: a WebAssembly instance, made by the first compressed call. */
   private halfConverter: HalfConverter | undefined;
 
@@ -119,6 +121,7 @@ export class RingReduce {
     const config = current;
     this.world = this.contextFor(undefined);
     for (const ranks of config.processSets) this.registerSet(ranks);
+    this.cancelShutdownAtEnd = platform.atProgramEnd(() => this.shutdown());
   }
 
   /**
@@ -463,6 +466,7 @@ export class RingReduce {
   async shutdown(): Promise<void> {
     if (this.shutDown) return;
     this.shutDown = true;
+    this.cancelShutdownAtEnd();
     await this.engine.shutdown();
     await this.elastic?.close();
     platform.rankClosed();
