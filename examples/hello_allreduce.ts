@@ -2,7 +2,7 @@
  * Hello, allreduce: every rank contributes its rank number, every rank gets the sum.
  *
  *   npm run build
- *   npx ringrun -np 2 node dist/examples/hello_allreduce.js
+ *   node bin/ringrun.js -np 2 node dist/examples/hello_allreduce.js
  */
 import * as rr from 'ringreduce';
 

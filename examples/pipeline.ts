@@ -4,7 +4,7 @@
  * the two ranks they name, and a recv takes the send with the same tag from its peer, in order.
  *
  *   npm run build
- *   npx ringrun -np 3 node dist/examples/pipeline.js
+ *   node bin/ringrun.js -np 3 node dist/examples/pipeline.js
  */
 import * as rr from 'ringreduce';
 

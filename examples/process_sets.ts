@@ -3,7 +3,7 @@
  * average their own values, at the same time, while the whole job still has its own collectives.
  *
  *   npm run build
- *   npx ringrun -np 4 node dist/examples/process_sets.js
+ *   node bin/ringrun.js -np 3 node dist/examples/process_sets.js
  */
 import * as rr from 'ringreduce';
 

@@ -4,7 +4,7 @@
  * weights stay identical everywhere. The model learns y = 3x - 1 from noisy samples.
  *
  *   npm run build
- *   npx ringrun -np 2 node dist/examples/tfjs_training.js
+ *   node bin/ringrun.js -np 2 node dist/examples/tfjs_training.js
  *
  * It uses TF.js's WebAssembly backend (`npm install @tensorflow/tfjs @tensorflow/tfjs-backend-wasm`),
  * which reads its .wasm files from the package's dist/ folder on Node.

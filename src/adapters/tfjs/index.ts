@@ -2,6 +2,7 @@
  * ringreduce/tfjs: data-parallel training for TensorFlow.js. Public exports only.
  * `@tensorflow/tfjs` is a peer dependency: the adapter uses the application's copy, so its
  * tensors, optimizers and models are the ones the application creates.
+ * @module
  */
 
 export { BroadcastGlobalVariablesCallback } from './broadcast_callback.js';
