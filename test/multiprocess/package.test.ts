@@ -7,6 +7,7 @@
  * - `ringreduce/package.json` is exported, and `InitOptions` documents each option in the .d.ts;
  * - the .d.ts files type-check with `skipLibCheck: false` and no @types/node (those of
  *   ringreduce/tfjs name no Node type), and a misspelt option is an error naming `InitOptions`;
+ *   the README's "Using it" and process-set blocks compile against them as pasted;
  * - docs/getting-started.md runs as pasted: each ```sh block through bash, in order, from an empty
  *   directory; files from the blocks introduced by "Save this as `NAME`"; printed lines compared
  *   with the ```text block after them. Shims stand in where a command would reach the network or
@@ -16,7 +17,7 @@
  *   out: test/unit/build_native.test.ts covers the build.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { before, describe, it } from 'node:test';
@@ -36,6 +37,24 @@ function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
     ),
   );
   return { ...env, NO_COLOR: '1', ...extra };
+}
+
+/** A child process, awaited (tests of this file run two at a time: nothing here blocks). */
+function runAsync(
+  command: string,
+  args: string[],
+  options: { cwd: string; env?: NodeJS.ProcessEnv },
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  return new Promise((resolve) => child.on('close', (status) => resolve({ status, stdout, stderr })));
 }
 
 let tarball = '';
@@ -65,7 +84,8 @@ before(() => {
   files = packed.files.map((f) => f.path);
 });
 
-describe('the packed package', () => {
+// Two at a time: the compile and the getting-started run each keep one core busy.
+describe('the packed package', { concurrency: 2 }, () => {
   it("resolves every source map's sources inside the package (or embeds them)", () => {
     const shipped = new Set(files);
     const maps = files.filter((path) => path.endsWith('.map'));
@@ -119,7 +139,7 @@ describe('the packed package', () => {
     );
   });
 
-  it('type-checks with skipLibCheck: false and no @types/node; a misspelt option names InitOptions', () => {
+  it('type-checks with skipLibCheck: false and no @types/node; a misspelt option names InitOptions', async () => {
     const project = join(kWork, 'types');
     mkdirSync(project);
     writeFileSync(join(project, 'package.json'), '{ "type": "module" }\n');
@@ -134,7 +154,15 @@ describe('the packed package', () => {
       skipDefaultLibCheck: true,
       types: [],
     };
-    writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['consumer.ts', 'typo.ts'] }));
+    // The README's code blocks, which users paste, compile against the package (no undefined name).
+    const readme = readFileSync(join(kRoot, 'README.md'), 'utf8');
+    const using = /## Using it\n\n```ts\n([^`]*)```/.exec(readme)?.[1];
+    const sets = /### Process sets, grouped collectives and join\n\n```ts\n([^`]*)```/.exec(readme)?.[1];
+    assert.ok(using && sets, 'the README blocks');
+    writeFileSync(join(project, 'readme_using.ts'), `${using}export {};\n`);
+    writeFileSync(join(project, 'readme_sets.ts'), `import * as rr from 'ringreduce';\n${sets}`);
+    const files = ['consumer.ts', 'typo.ts', 'readme_using.ts', 'readme_sets.ts'];
+    writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions, files }));
     writeFileSync(
       join(project, 'consumer.ts'),
       [
@@ -150,10 +178,7 @@ describe('the packed package', () => {
       join(project, 'typo.ts'),
       "import type { InitOptions } from 'ringreduce';\nexport const o: InitOptions = { startTimeoutMS: 1 };\n",
     );
-    const tsc = spawnSync(process.execPath, [join(kRoot, 'node_modules/typescript/bin/tsc'), '-p', '.'], {
-      cwd: project,
-      encoding: 'utf8',
-    });
+    const tsc = await runAsync(process.execPath, [join(kRoot, 'node_modules/typescript/bin/tsc'), '-p', '.'], { cwd: project });
     const errors = tsc.stdout.split('\n').filter((line) => /^\S[^(]*\(\d+,\d+\): error/.test(line));
     assert.equal(errors.length, 1, tsc.stdout);
     assert.match(errors[0] as string, /^typo\.ts.*'startTimeoutMS' does not exist in type 'InitOptions'/);
@@ -163,6 +188,42 @@ describe('the packed package', () => {
     for (const file of readdirSync(tfjs).filter((name) => name.endsWith('.d.ts'))) {
       assert.doesNotMatch(readFileSync(join(tfjs, file), 'utf8'), /\bNodeJS\.|from 'node:|import\('node:/, file);
     }
+  });
+
+  it('docs/getting-started.md runs as pasted in a fresh project', async () => {
+    const shims = join(kWork, 'shims');
+    writeShims(shims);
+    let cwd = join(kWork, 'getting-started');
+    mkdirSync(cwd);
+    const doc = blocks(readFileSync(join(kRoot, 'docs/getting-started.md'), 'utf8'));
+    let lastOutput: string | undefined;
+    let ran = 0;
+    for (const { lang, code, intro } of doc) {
+      const file = /Save this as `([\w.-]+)`|this as `([\w.-]+)`:$/.exec(intro);
+      if (file) {
+        writeFileSync(join(cwd, (file[1] ?? file[2]) as string), code);
+      } else if (lang === 'sh') {
+        if (code.includes('install-scripts approve')) continue; // builds the MPI addon: see above
+        const cwdFile = join(kWork, 'cwd');
+        const run = await runAsync('bash', ['-e', '-c', `${code}\npwd > "${cwdFile}"`], {
+          cwd,
+          env: userEnv({ PATH: `${shims}:${process.env.PATH}` }),
+        });
+        assert.equal(run.status, 0, `${code}\n${run.stdout}${run.stderr}`);
+        cwd = readFileSync(cwdFile, 'utf8').trim();
+        lastOutput = run.stdout;
+        ran++;
+      } else if (lang === 'text') {
+        assert.ok(lastOutput !== undefined, `output before any command: ${code}`);
+        const lines = (text: string) => text.trim().split('\n').sort();
+        assert.deepEqual(lines(lastOutput), lines(code));
+        lastOutput = undefined;
+      } else {
+        assert.fail(`a ${lang || 'plain'} block that is neither a file nor a command, after: ${intro}`);
+      }
+    }
+    assert.ok(ran >= 6, `${ran} command blocks ran`);
+    assert.ok(existsSync(join(dirname(cwd), 'hello-ringreduce', 'build', 'average.js')));
   });
 });
 
@@ -203,42 +264,3 @@ function writeShims(dir: string): void {
     chmodSync(join(dir, name), 0o755);
   }
 }
-
-describe('docs/getting-started.md', () => {
-  it('runs as pasted in a fresh project', () => {
-    const shims = join(kWork, 'shims');
-    writeShims(shims);
-    let cwd = join(kWork, 'getting-started');
-    mkdirSync(cwd);
-    const doc = blocks(readFileSync(join(kRoot, 'docs/getting-started.md'), 'utf8'));
-    let lastOutput: string | undefined;
-    let ran = 0;
-    for (const { lang, code, intro } of doc) {
-      const file = /Save this as `([\w.-]+)`|this as `([\w.-]+)`:$/.exec(intro);
-      if (file) {
-        writeFileSync(join(cwd, (file[1] ?? file[2]) as string), code);
-      } else if (lang === 'sh') {
-        if (code.includes('install-scripts approve')) continue; // builds the MPI addon: see above
-        const cwdFile = join(kWork, 'cwd');
-        const run = spawnSync('bash', ['-e', '-c', `${code}\npwd > "${cwdFile}"`], {
-          cwd,
-          encoding: 'utf8',
-          env: userEnv({ PATH: `${shims}:${process.env.PATH}` }),
-        });
-        assert.equal(run.status, 0, `${code}\n${run.stdout}${run.stderr}`);
-        cwd = readFileSync(cwdFile, 'utf8').trim();
-        lastOutput = run.stdout;
-        ran++;
-      } else if (lang === 'text') {
-        assert.ok(lastOutput !== undefined, `output before any command: ${code}`);
-        const lines = (text: string) => text.trim().split('\n').sort();
-        assert.deepEqual(lines(lastOutput), lines(code));
-        lastOutput = undefined;
-      } else {
-        assert.fail(`a ${lang || 'plain'} block that is neither a file nor a command, after: ${intro}`);
-      }
-    }
-    assert.ok(ran >= 6, `${ran} command blocks ran`);
-    assert.ok(existsSync(join(dirname(cwd), 'hello-ringreduce', 'build', 'average.js')));
-  });
-});
