@@ -7,6 +7,7 @@
  * errors when TF.js's wasm backend starts (node_error_handling.ts says why).
  * @module
  */
+
 import { keepNodeErrorHandling } from './node_error_handling.js';
 
 keepNodeErrorHandling();
