@@ -6,14 +6,14 @@
 import { platform } from '#platform';
 import { createHalfConverter, type HalfConverter } from '../algorithms/half_convert.js';
 import { BufferPool } from '../core/buffer_pool.js';
+import { type CollectiveOp, unnamedName } from '../core/collective_ops.js';
 import { type Config, type InitOptions, resolveConfig } from '../core/config.js';
 import { allocShared } from '../core/dtypes.js';
 import { InvalidArgumentError, RingReduceError, ShutdownError } from '../core/errors.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
 import { kVersion } from '../core/version.js';
-import type { CollectiveOp, Request } from '../engine/messages.js';
-import { unnamedName } from '../engine/ops/registry.js';
+import type { Request } from '../engine/messages.js';
 import { type RankStats, readStats } from '../engine/stats.js';
 import type { ElasticMembership } from '../platform/platform.js';
 import type { BackendName } from '../transport/backends.js';
