@@ -91,7 +91,7 @@ export async function trainElastic(options: TrainOptions, train: Digits): Promis
       let lossSum = 0;
       let batches = 0;
       while (state.offset + shard.perStep <= samplesPerEpoch) {
-        if (state.step === options.killAtBatch && process.env.RINGREDUCE_ELASTIC_WORKER === options.killWorker) {
+        if (state.step === options.killAtBatch && rr.runtime().config.elasticWorker === options.killWorker) {
           console.log(`worker ${options.killWorker} (rank ${rr.rank()}) kills itself (SIGKILL) at step ${state.step}`);
           process.kill(process.pid, 'SIGKILL');
         }

@@ -106,7 +106,7 @@ async function mainElastic(options: TrainOptions, train: Digits, test: Digits): 
   log(`test accuracy ${accuracy.toFixed(4)} (${kTestCount} images)`);
   const { digest, identical } = await compareWeights(run.model);
   console.log(
-    `worker ${globalThis.process?.env.RINGREDUCE_ELASTIC_WORKER ?? '-'} is rank ${rank} of ${size}: weights checksum ${digest}`,
+    `worker ${rr.runtime().config.elasticWorker ?? '-'} is rank ${rank} of ${size}: weights checksum ${digest}`,
   );
   log(`weights checksum ${digest}: ${identical ? `identical on all ${size} rank(s)` : 'DIFFERS between ranks'}`);
   await rr.shutdown();

@@ -415,6 +415,7 @@ export class RingReduce {
     this.calls.close();
     await this.engine.shutdown();
     await this.elastic?.close();
+    platform.rankClosed();
   }
 
   /** What the calls need of this rank: its place in the job (an elastic job's changes with each generation). */

@@ -18,7 +18,10 @@
  *                                   shutdown one way, batches of completions the other
  *   page → program   engine-failed  the engine's worker did not load or threw
  *   engine → page    engine-output  a line the engine logged, for the page to pass on
+ *   engine → page    engine-report  a report for ringrun's dashboard (with --dashboard)
  *   program → page   stop-engine    the engine has closed: the page terminates its worker
+ *   program → page   rank-closed    shutdown() has resolved: the rank is done (a re-form of an
+ *                                   elastic job stops one engine and starts the next)
  *
  * Every message between the page and a worker carries `type` with the `ringreduce:` prefix,
  * so that a program's own messages on the same channel are told apart.
@@ -54,6 +57,11 @@ export interface EngineFailedMessage {
   message: string;
 }
 
+/** Program worker → page: the rank has shut down for good (an elastic re-form only stops an engine). */
+export interface RankClosedMessage {
+  type: 'ringreduce:rank-closed';
+}
+
 /** Page → engine worker: what it starts with. */
 export interface EngineInitMessage {
   type: 'ringreduce:engine-init';
@@ -68,9 +76,15 @@ export interface EngineOutputMessage {
 }
 
 export type PageToProgram = EnvMessage | EngineFailedMessage;
-export type ProgramToPage = StartEngineMessage | StopEngineMessage;
+export type ProgramToPage = StartEngineMessage | StopEngineMessage | RankClosedMessage;
 export type PageToEngine = EngineInitMessage;
-export type EngineToPage = EngineOutputMessage;
+/** Engine worker → page: a report for ringrun's dashboard (engine/dashboard_reporter.ts), JSON. */
+export interface EngineReportMessage {
+  type: 'ringreduce:engine-report';
+  body: string;
+}
+
+export type EngineToPage = EngineOutputMessage | EngineReportMessage;
 
 /** How long init() waits for the page's env message. */
 export const kEnvDeadlineMs = 10_000;

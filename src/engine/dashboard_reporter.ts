@@ -4,21 +4,18 @@
  * pending with how long each has waited, the last warning and error it logged, and the latest
  * training metrics the TF.js callback published (training_metrics.ts).
  *
- * Watching must never slow or stop the job, so a report is a small HTTP POST with a deadline,
- * sent only when the previous one has finished (a slow dashboard gets fewer reports, never a
- * queue of them); after a failure the reporter waits longer each time (up to kMaxBackoffMs),
- * and a dashboard that is gone costs one refused connection now and then. Nothing here is
- * awaited by the engine; the timer and the sockets are unref'd.
+ * Watching must never slow or stop the job, so a report is sent only when the previous one has
+ * finished (a slow dashboard gets fewer reports, never a queue of them); after a failure the
+ * reporter waits longer each time (up to kMaxBackoffMs), and a dashboard that is gone costs one
+ * refused connection now and then. Nothing here is awaited by the engine; its timers do not
+ * hold a process open. How a report travels is the entry's (ReportSender): a small HTTP POST
+ * from a Node rank (dashboard_http.ts), through its page and ringrun from a browser rank.
  */
-import { Agent, request } from 'node:http';
-import { hostname } from 'node:os';
-import { BroadcastChannel } from 'node:worker_threads';
-import type { DashboardTarget } from '../observability/dashboard_target.js';
+import { unrefTimer } from '../core/soon.js';
 import { kTrainingChannel, type TrainingMetrics } from '../observability/training_metrics.js';
 import type { RankStats } from './stats.js';
 
 export const kReportIntervalMs = 1000;
-const kTimeoutMs = 2000;
 const kMaxBackoffMs = 30_000;
 /** Pending calls listed in a report, oldest first. */
 const kPendingListed = 20;
@@ -39,7 +36,8 @@ export interface RankReport {
   rank: number;
   size: number;
   host: string;
-  pid: number;
+  /** null: a browser rank (no process of its own). */
+  pid: number | null;
   /** Date.now() at the rank. */
   t: number;
   state: ReportedState;
@@ -64,10 +62,22 @@ export interface ReportSource {
   condition(): { failure: string | undefined; closing: boolean };
 }
 
+/** How reports leave the rank. */
+export interface ReportSender {
+  /** Sends one report (JSON); resolves to whether the dashboard took it. Never rejects. */
+  send(body: string): Promise<boolean>;
+  close(): void;
+}
+
+/** Who the reports say is reporting: this machine's name and process, or the browser's. */
+export interface ReporterIdentity {
+  host: string;
+  pid: number | null;
+}
+
 export class DashboardReporter {
-  private readonly agent = new Agent({ keepAlive: true, maxSockets: 1 });
   private readonly channel: BroadcastChannel;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: ReturnType<typeof setInterval> | undefined;
   private inFlight = false;
   private failures = 0;
   private nextTryAt = 0;
@@ -76,22 +86,22 @@ export class DashboardReporter {
   private lastError: LogNote | undefined;
   private readonly warnings: LogNote[] = [];
   private training: TrainingMetrics | undefined;
-  private urgent: NodeJS.Timeout | undefined;
-  private readonly host = hostname();
+  private urgent: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
-    private readonly target: DashboardTarget,
+    private readonly sender: ReportSender,
+    private readonly identity: ReporterIdentity,
     private readonly source: ReportSource,
     private readonly intervalMs = kReportIntervalMs,
   ) {
+    // The global BroadcastChannel: Node's (node:worker_threads') or a browser's.
     this.channel = new BroadcastChannel(kTrainingChannel);
-    this.channel.unref();
+    unrefTimer(this.channel);
     this.channel.onmessage = (event) => {
       const metrics = (event as { data?: TrainingMetrics }).data;
       if (metrics && metrics.rank === source.rank) this.training = metrics;
     };
-    this.timer = setInterval(() => this.tick(), intervalMs);
-    this.timer.unref();
+    this.timer = unrefTimer(setInterval(() => this.tick(), intervalMs));
     this.tick();
   }
 
@@ -117,21 +127,22 @@ export class DashboardReporter {
     clearTimeout(this.urgent);
     const sent = this.inFlight ? Promise.resolve() : this.send(this.report());
     this.closed = true;
-    let timer: NodeJS.Timeout | undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([sent, new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))]);
     clearTimeout(timer);
     this.channel.close();
-    this.agent.destroy();
+    this.sender.close();
   }
 
   /** A warning or an error: report it within 50 ms rather than at the next tick. */
   private soon(): void {
     if (this.closed || this.urgent) return;
-    this.urgent = setTimeout(() => {
-      this.urgent = undefined;
-      this.tick();
-    }, 50);
-    this.urgent.unref();
+    this.urgent = unrefTimer(
+      setTimeout(() => {
+        this.urgent = undefined;
+        this.tick();
+      }, 50),
+    );
   }
 
   private tick(): void {
@@ -152,8 +163,8 @@ export class DashboardReporter {
     return {
       rank: this.source.rank,
       size: this.source.size,
-      host: this.host,
-      pid: process.pid,
+      host: this.identity.host,
+      pid: this.identity.pid,
       t: Date.now(),
       state,
       stats,
@@ -165,43 +176,14 @@ export class DashboardReporter {
     };
   }
 
-  private send(report: RankReport): Promise<void> {
+  private async send(report: RankReport): Promise<void> {
     this.inFlight = true;
-    const body = JSON.stringify(report);
-    return new Promise<void>((resolve) => {
-      const done = (ok: boolean) => {
-        if (!this.inFlight) return;
-        this.inFlight = false;
-        if (ok) this.failures = 0;
-        else {
-          this.failures++;
-          this.nextTryAt = Date.now() + Math.min(kMaxBackoffMs, this.intervalMs * 2 ** this.failures);
-        }
-        resolve();
-      };
-      try {
-        const req = request(
-          {
-            host: this.target.host,
-            port: this.target.port,
-            path: this.target.path,
-            method: 'POST',
-            agent: this.agent,
-            timeout: kTimeoutMs,
-            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-          },
-          (res) => {
-            res.resume();
-            res.on('end', () => done(res.statusCode === 204 || res.statusCode === 200));
-            res.on('error', () => done(false));
-          },
-        );
-        req.on('timeout', () => req.destroy());
-        req.on('error', () => done(false));
-        req.end(body);
-      } catch {
-        done(false);
-      }
-    });
+    const ok = await this.sender.send(JSON.stringify(report));
+    this.inFlight = false;
+    if (ok) this.failures = 0;
+    else {
+      this.failures++;
+      this.nextTryAt = Date.now() + Math.min(kMaxBackoffMs, this.intervalMs * 2 ** this.failures);
+    }
   }
 }

@@ -2,11 +2,12 @@
  * The entry of a browser rank's engine worker (a module Web Worker the page starts: see
  * browser_protocol.ts): the host of engine_main.ts over the MessagePort the program worker sent
  * through the page, logging to the console (and to the page, which passes lines on to
- * ringrun), with the backends of browserBackends (solo, web). What Node's entry (worker.ts) has and this one
- * has not: no dashboard reporter (it reports over node:http), no timeline file (a browser has no
- * file system; RINGREDUCE_TIMELINE is refused with a warning), no forced garbage collection (a
- * browser exposes no collector), and no early take of a burst's submissions (a browser has no
- * receiveMessageOnPort: a burst's later calls join the next report instead of the first one's).
+ * ringrun), with the backends of browserBackends (solo, web), and reporting to ringrun's
+ * dashboard through the page. What Node's entry (worker.ts) has and this one has not: no
+ * timeline file (a browser has no file system; RINGREDUCE_TIMELINE is refused with a warning),
+ * no forced garbage collection (a browser exposes no collector), and no early take of a burst's
+ * submissions (a browser has no receiveMessageOnPort: a burst's later calls join the next
+ * report instead of the first one's).
  *
  * Built into dist/browser/engine_worker.js (scripts/build-browser.mjs), which ringrun serves.
  */
@@ -17,7 +18,10 @@ import { soloBackend } from '../transport/solo_transport.js';
 import { browserWebBackend } from '../transport/web/browser_openers.js';
 import { DataChannelRequests, type PagePort } from '../transport/web/data_channel_requests.js';
 import type { EngineToPage, PageToEngine } from './browser_protocol.js';
+import { DashboardReporter } from './dashboard_reporter.js';
+import type { Engine } from './engine.js';
 import { type EngineBackends, runEngine } from './engine_main.js';
+import { readStats } from './stats.js';
 import { SyncMailboxWriter } from './sync_mailbox.js';
 import { type EngineInit, kSignalCompletions, type ToEngine } from './worker_protocol.js';
 
@@ -73,7 +77,34 @@ function start(event: MessageEvent): void {
   const { init, port } = message;
   const { config } = init;
   stopOnCrash(init);
-  const logger = new Logger(`[rank ${config.rank}]`, config.logLevel, consoleLine);
+  let running: Engine | undefined;
+  // ringrun --dashboard: reports go through the page to ringrun, which passes them on (a page
+  // cannot post across origins to the dashboard's server), naming the browser as their host.
+  const reporter =
+    config.dashboard === undefined
+      ? undefined
+      : new DashboardReporter(
+          {
+            send: async (body) => {
+              scope.postMessage({ type: 'ringreduce:engine-report', body });
+              return true;
+            },
+            close: () => {},
+          },
+          { host: 'browser', pid: null },
+          {
+            rank: config.rank,
+            size: config.size,
+            timelineFile: undefined,
+            stats: () => (running ? readStats(running.stats.buffer) : undefined),
+            pending: (limit) => running?.pendingCalls(limit) ?? [],
+            condition: () => running?.condition ?? { failure: undefined, closing: false },
+          },
+        );
+  const logger = new Logger(`[rank ${config.rank}]`, config.logLevel, (line) => {
+    consoleLine(line);
+    reporter?.noteLogLine(line);
+  });
   if (config.timeline) logger.warn(`a browser rank writes no timeline (it has no file system): ${config.timeline} is ignored`);
   runEngine({
     init,
@@ -87,6 +118,18 @@ function start(event: MessageEvent): void {
     },
     post: (batch) => port.postMessage(batch),
     close: () => port.close(),
+    observer: {
+      started: (engine) => {
+        running = engine;
+      },
+      failed: (error) => {
+        reporter?.noteLogLine(` ERROR: ${error.message}`);
+        void reporter?.close();
+      },
+      stopped: async () => {
+        await reporter?.close();
+      },
+    },
   }).catch((error: unknown) => {
     // As if uncaught: the page's Worker gets an 'error' event, and the mailbox stops (stopOnCrash).
     reportError(error);

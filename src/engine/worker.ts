@@ -5,6 +5,7 @@
  * backend of transport/backends.ts, the timeline file, V8's collector, and the reporter to
  * ringrun's dashboard when it watches.
  */
+import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { Logger } from '../core/logger.js';
@@ -12,6 +13,7 @@ import { v8Collector } from '../core/v8_collector.js';
 import { dashboardTarget } from '../observability/dashboard_target.js';
 import { openTimeline, timelinePathFor } from '../observability/timeline.js';
 import { chooseBackend, kBackends } from '../transport/backends.js';
+import { httpReportSender } from './dashboard_http.js';
 import { DashboardReporter } from './dashboard_reporter.js';
 import type { Engine } from './engine.js';
 import { runEngine } from './engine_main.js';
@@ -28,14 +30,18 @@ let running: Engine | undefined;
 /** Reports to ringrun's dashboard, when it watches (it sees the warnings and errors logged here too). */
 const reporter =
   dashboard &&
-  new DashboardReporter(dashboard, {
-    rank: config.rank,
-    size: config.size,
-    timelineFile: config.timeline && resolve(config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline),
-    stats: () => (running ? readStats(running.stats.buffer) : undefined),
-    pending: (limit) => running?.pendingCalls(limit) ?? [],
-    condition: () => running?.condition ?? { failure: undefined, closing: false },
-  });
+  new DashboardReporter(
+    httpReportSender(dashboard),
+    { host: hostname(), pid: process.pid },
+    {
+      rank: config.rank,
+      size: config.size,
+      timelineFile: config.timeline && resolve(config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline),
+      stats: () => (running ? readStats(running.stats.buffer) : undefined),
+      pending: (limit) => running?.pendingCalls(limit) ?? [],
+      condition: () => running?.condition ?? { failure: undefined, closing: false },
+    },
+  );
 
 void runEngine({
   init,

@@ -17,16 +17,23 @@ export function parseCount(flag: string, text: string, options: { allowZero?: bo
 }
 
 /**
- * A duration in milliseconds: a bare number is milliseconds (like the RINGREDUCE_*_MS
- * variables), or a number with a unit: 500ms, 30s, 1.5m, 2h.
+ * A duration in milliseconds, from a number with a unit: 500ms, 30s, 1.5m, 2h; or 0. A bare
+ * number is refused: horovodrun's and torchrun's durations are seconds, the RINGREDUCE_*_MS
+ * variables milliseconds, so `--start-timeout 30` means 30 s to some users and 30 ms to others,
+ * and either reading silently gives the other half a wrong deadline.
  */
 export function parseDuration(flag: string, text: string, options: { allowZero: boolean }): number {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
-  const unit = kUnitMs[match?.[2] ?? 'ms'];
-  if (match === null || unit === undefined) {
-    throw new InvalidArgumentError(`${flag} must be a duration such as 30000, 500ms, 30s or 2m, got '${text}'`);
+  if (match === null) {
+    throw new InvalidArgumentError(`${flag} must be a duration such as 500ms, 30s or 2m, got '${text}'`);
   }
-  const ms = Math.round(Number(match[1]) * unit);
+  const value = Number(match[1]);
+  if (match[2] === undefined && value !== 0) {
+    throw new InvalidArgumentError(
+      `${flag} ${text} has no unit: write ${match[1]}s for seconds or ${match[1]}ms for milliseconds`,
+    );
+  }
+  const ms = Math.round(value * (kUnitMs[match[2] ?? 'ms'] as number));
   if (ms === 0 && !options.allowZero) throw new InvalidArgumentError(`${flag} must be more than 0 ms, got '${text}'`);
   if (ms > kMaxDurationMs) {
     throw new InvalidArgumentError(`${flag} must be at most ${kMaxDurationMs} ms (about 24 days), got '${text}'`);

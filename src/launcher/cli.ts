@@ -22,6 +22,7 @@ import { attemptIo, withRestarts } from './restarts.js';
 import { runJob } from './run_job.js';
 import { runMpi } from './run_mpi.js';
 import { runNode } from './run_node.js';
+import { parseTimelineFile } from './timeline_files.js';
 
 export type { LaunchConfig } from './launch_config.js';
 export type ParsedArgs =
@@ -43,7 +44,8 @@ Examples:
   ringrun -n 3 --start-timeout 2m --stall-timeout 0 sh -c 'node worker.js > /dev/null'
 
 Options placed after <command> belong to the command; '--' also ends ringrun's options.
-Durations are milliseconds (30000) or carry a unit (500ms, 30s, 2m).
+Durations carry a unit: 500ms, 30s, 1.5m, 2h (0 turns off what may be turned off). A bare
+number is refused: it is seconds to horovodrun and milliseconds to RINGREDUCE_*_MS.
 Each rank gets RINGREDUCE_RANK, RINGREDUCE_SIZE, RINGREDUCE_STORE_ADDR, RINGREDUCE_SECRET, ...
 (docs/env.md); its output lines are prefixed with [rank]. Ranks on other hosts are started
 with ssh (non-interactive: set up keys first); their environment travels over ssh's stdin,
@@ -53,9 +55,10 @@ Per-node mode (--nnodes, --node-rank, --nproc-per-node, --rdzv-endpoint, --slurm
 ringrun per node, as torchrun; node 0's hosts the rendezvous at the endpoint, and a failure on
 any node stops the ranks of every node (docs/env.md, "One launcher per node").
 
-Exit status: 0 when every rank exits 0; else the first failed rank's code (128+N when
-killed by signal N; 127 when the command is not found); 124 when ranks did not start
-within --start-timeout; 130/143 when ringrun gets SIGINT/SIGTERM; 2 for a usage error.
+Exit status: 0 when every rank exits 0; else the code of the rank that failed first (128+N
+when killed by signal N; 127 when the command is not found; 1 when it exited with 0 before
+calling init()); 124 when ranks did not start, call init() or connect within
+--start-timeout; 130/143 when ringrun gets SIGINT/SIGTERM; 2 for a usage error.
 `;
 
 function collect(value: string, previous: string[] | undefined): string[] {
@@ -254,6 +257,7 @@ export function parseArgs(
   const sshIdentity = text('sshIdentity');
   const storePort = text('storePort');
   const elastic = parseElastic(opts.elastic === true, np, raw, text);
+  const timelineFile = text('timeline');
   const maxRestartsText = text('maxRestarts');
   const maxRestarts =
     maxRestartsText === undefined || maxRestartsText === '0' ? 0 : parseCount('--max-restarts', maxRestartsText);
@@ -264,8 +268,7 @@ export function parseArgs(
     throw new InvalidArgumentError('--elastic runs on this machine only (no -H or --hostfile)');
   if (elastic !== undefined && perNode !== undefined)
     throw new InvalidArgumentError('--elastic runs with one ringrun, not per node');
-  if (browser !== undefined)
-    checkBrowser({ backend, hosts: hosts !== undefined, perNode: perNode !== undefined, elastic: elastic !== undefined });
+  if (browser !== undefined) checkBrowser({ backend, hosts: hosts !== undefined, perNode: perNode !== undefined });
   return {
     kind: 'launch',
     ...(opts.dashboard !== undefined && { dashboard: parseDashboardAddress(opts.dashboard as string | true) }),
@@ -290,7 +293,7 @@ export function parseArgs(
       storePort: storePort === undefined ? undefined : parsePort('--store-port', storePort),
       ...(elastic !== undefined && { elastic }),
       maxRestarts,
-      timeline: text('timeline'),
+      timeline: timelineFile === undefined ? undefined : parseTimelineFile(timelineFile),
       perNode,
       ...(browser !== undefined && { browser }),
     },
@@ -298,11 +301,10 @@ export function parseArgs(
 }
 
 /** What browser ranks do not run with yet, refused by name. */
-function checkBrowser(job: { backend: string; hosts: boolean; perNode: boolean; elastic: boolean }): void {
+function checkBrowser(job: { backend: string; hosts: boolean; perNode: boolean }): void {
   if (job.backend === 'mpi') throw new InvalidArgumentError('--browser runs the web backend, not mpi (browsers have no MPI)');
   if (job.hosts) throw new InvalidArgumentError('--browser runs its Node ranks on this machine (no -H or --hostfile)');
   if (job.perNode) throw new InvalidArgumentError('--browser runs with one ringrun, not per node');
-  if (job.elastic) throw new InvalidArgumentError('--browser does not run --elastic yet');
 }
 
 /** The flags that mean nothing in the per-node mode, refused by name. */

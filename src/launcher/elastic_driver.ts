@@ -12,6 +12,12 @@
  *   to `--max-np`, and publishes a generation that appends them. The running workers let them in
  *   at their next commit.
  * - The job succeeds once every worker has exited 0.
+ * - With `--browser K` the workers are also browser tabs (browser/): ringrun serves the page,
+ *   bridges its store to the tabs, and every worker runs the web backend. The first generation
+ *   waits for the `-np` Node workers and K tabs (for at most the start-up timeout, then it goes
+ *   with --min-np or more); after that a page that opens the join URL is a new worker, joining
+ *   at the next commit as a discovered slot would, up to --max-np; a tab that closes is a worker
+ *   that failed.
  */
 import { execFile } from 'node:child_process';
 import { kEnv } from '../core/env_names.js';
@@ -26,13 +32,20 @@ import type { ElasticSettings, LaunchConfig, RunIo } from './launch_config.js';
 
 export type { ElasticSettings } from './launch_config.js';
 
-import { type RankExit, RankProcess } from './rank_process.js';
+import type { WebSocket } from 'ws';
+import { BrowserRank } from './browser/browser_rank.js';
+import { acceptPage } from './browser/browser_ranks.js';
+import { BrowserSite } from './browser/browser_site.js';
+import { kPagePaths } from './browser/page_protocol.js';
+import { dashboardEnv, reportForwarder } from './browser/report_forwarder.js';
+import { RankProcess } from './rank_process.js';
+import type { RankExit, RankRunner } from './rank_runner.js';
 
 const kDefaultStartTimeoutMs = 30_000;
 
 interface Worker {
   member: Member;
-  process: RankProcess;
+  process: RankRunner;
 }
 
 /** Runs an elastic job; resolves to ringrun's exit code. */
@@ -54,6 +67,10 @@ class ElasticDriver {
   private outcome: ((code: number) => void) | undefined;
   private publishing: Promise<void> = Promise.resolve();
   private stopped = false;
+  /** --browser: the page, its scripts and the store bridge for the tabs. */
+  private site: BrowserSite | undefined;
+  /** --browser with --dashboard: where the tabs' reports go (null: nowhere). */
+  private forwardReport: ((rank: BrowserRank, body: string) => void) | null | undefined;
 
   constructor(
     private readonly config: LaunchConfig,
@@ -73,6 +90,25 @@ class ElasticDriver {
     const address = formatHostPort(kLocalAddress, listening.port);
     const client = await TcpStoreClient.connect({ host: kLocalAddress, port: listening.port, connectTimeoutMs: 10_000, key });
     this.store = { server, client, address };
+    const browser = this.config.browser;
+    if (browser !== undefined) {
+      try {
+        this.site = await BrowserSite.start({
+          settings: browser,
+          store: { port: listening.port, key },
+          address: this.config.address,
+          env: this.io.env,
+          onControl: (socket) => this.onPage(socket),
+          log: this.io.log,
+          debug: this.io.debug,
+        });
+      } catch (error) {
+        this.io.log((error as Error).message);
+        await client.close();
+        await server.close();
+        return error instanceof InvalidArgumentError ? 2 : 1;
+      }
+    }
     const done = new Promise<number>((resolve) => {
       this.outcome = resolve;
     });
@@ -82,18 +118,98 @@ class ElasticDriver {
         ? undefined
         : setInterval(() => void this.discover(), this.elastic.discoveryIntervalMs);
     const watchdog = setInterval(() => this.checkBelowMin(), Math.min(1000, this.elastic.timeoutMs));
+    // The first generation waits for the tabs too, but not past the start-up timeout.
+    const firstDeadline = setTimeout(() => this.publishFirst(true), this.startTimeoutMs());
     try {
-      const first = Array.from({ length: this.config.np }, () => this.startWorker());
-      this.publish(first.map((w) => w.member));
+      for (let i = 0; i < this.config.np; i++) this.startWorker();
+      this.publishFirst(false);
+      if (this.site !== undefined && browser !== undefined) {
+        const site = this.site;
+        site.open(browser.count).catch((error: Error) => this.finish(1, `cannot open the browser ranks: ${error.message}`));
+      }
       return await done;
     } finally {
+      clearTimeout(firstDeadline);
       clearInterval(discovery);
       clearInterval(watchdog);
       unsubscribe();
       for (const worker of this.workers.values()) worker.process.stop('SIGKILL');
+      await this.site?.close();
       await client.close();
       await server.close();
     }
+  }
+
+  private startTimeoutMs(): number {
+    return this.config.settings.startTimeoutMs ?? kDefaultStartTimeoutMs;
+  }
+
+  /**
+   * The first generation: once the -np Node workers and the --browser tabs are all there, or, at
+   * the start-up timeout (`late`), with whoever came when that is at least --min-np.
+   */
+  private publishFirst(late: boolean): void {
+    if (this.generation > 0 || this.stopped) return;
+    const wanted = this.config.np + (this.config.browser?.count ?? 0);
+    const members = [...this.workers.values()].map((w) => w.member);
+    if (members.length >= wanted || (late && members.length >= this.elastic.minNp)) this.publish(members);
+    else if (late) {
+      this.members = members;
+      this.checkBelowMin();
+    }
+  }
+
+  /** A page joins: a new worker (a tab), in the first generation or the next one. */
+  private onPage(socket: WebSocket): void {
+    acceptPage(socket, this.io.debug, () => {
+      if (this.stopped) return 'the job has ended';
+      if (this.workers.size >= this.elastic.maxNp) return `the job has its --max-np ${this.elastic.maxNp} workers`;
+      const worker = this.startTab();
+      if (this.generation === 0) this.publishFirst(false);
+      else this.grow([worker.member]);
+      return worker.process as BrowserRank;
+    });
+  }
+
+  /** A browser tab as a worker: its environment is the page's assignment. */
+  private startTab(): Worker {
+    const number = this.nextWorker++;
+    const id = `w${number}`;
+    const site = this.site as BrowserSite;
+    const browser = this.config.browser;
+    const env: Record<string, string> = {
+      [kEnv.elasticWorker]: id,
+      [kEnv.storeUrl]: site.storeUrl,
+      [kEnv.jobId]: this.jobId,
+      [kEnv.secret]: this.secret,
+      [kEnv.backend]: 'web',
+      ...settingsEnv(this.config.settings),
+      [kEnv.startTimeoutMs]: String(this.workerStartTimeoutMs()),
+      ...dashboardEnv(this.io.env),
+    };
+    const tab = new BrowserRank(
+      number,
+      { env, args: browser?.args ?? [], programUrl: kPagePaths.program, engineUrl: kPagePaths.engine },
+      { stdout: this.io.stdout, stderr: this.io.stderr },
+      10,
+      this.reports(),
+    );
+    // Each tab is a host of its own: one rank, its own links.
+    const worker: Worker = { member: { id, host: `tab ${id}` }, process: tab };
+    this.workers.set(id, worker);
+    void tab.exited.then((exit) => this.onExit(worker, exit));
+    return worker;
+  }
+
+  /** With --dashboard, where tabs' reports go (made once). */
+  private reports(): ((rank: BrowserRank, body: string) => void) | undefined {
+    if (this.forwardReport === undefined) this.forwardReport = reportForwarder(this.io.env) ?? null;
+    return this.forwardReport ?? undefined;
+  }
+
+  /** A worker waits for its next generation within its start timeout: at least as long as the job may wait for slots. */
+  private workerStartTimeoutMs(): number {
+    return Math.max(this.startTimeoutMs(), this.elastic.timeoutMs + 5000);
   }
 
   private startWorker(): Worker {
@@ -107,12 +223,10 @@ class ElasticDriver {
       [kEnv.storeAddr]: this.store?.address ?? '',
       [kEnv.jobId]: this.jobId,
       [kEnv.secret]: this.secret,
-      [kEnv.address]: kLocalAddress,
+      [kEnv.address]: this.site?.nodeAddress ?? kLocalAddress,
+      ...(this.site !== undefined && { [kEnv.backend]: 'web' }),
       ...settingsEnv(this.config.settings),
-      // A worker waits for its next generation within its start timeout: at least as long as the job may wait for slots.
-      [kEnv.startTimeoutMs]: String(
-        Math.max(this.config.settings.startTimeoutMs ?? kDefaultStartTimeoutMs, this.elastic.timeoutMs + 5000),
-      ),
+      [kEnv.startTimeoutMs]: String(this.workerStartTimeoutMs()),
     };
     // Rank and size come from the generations; stale ones in ringrun's environment would mislead.
     for (const name of [kEnv.rank, kEnv.size, kEnv.localRank, kEnv.localSize, kEnv.crossRank, kEnv.crossSize]) delete env[name];
@@ -197,7 +311,15 @@ class ElasticDriver {
     if (wanted <= running || this.stopped) return;
     const added = Array.from({ length: wanted - running }, () => this.startWorker().member);
     this.io.log(`elastic: ${added.length} new slot${added.length === 1 ? '' : 's'}: ${running} -> ${wanted} workers`);
+    this.grow(added);
+  }
+
+  /** Appends new workers in the next generation (the running ones let them in at their next commit). */
+  private grow(added: Member[]): void {
     const members = [...this.members, ...added];
+    if (added.some((m) => m.host.startsWith('tab '))) {
+      this.io.log(`elastic: a browser tab joined: ${this.members.length} -> ${members.length} workers`);
+    }
     if (members.length >= this.elastic.minNp) this.publish(members);
     else this.members = members;
     this.checkBelowMin();

@@ -1,5 +1,7 @@
 import { constants } from 'node:os';
+import type { FailedRank } from './failure_cause.js';
 import type { RankExit } from './rank_process.js';
+import type { LateRank } from './start_up.js';
 
 /** The shell's convention for "ended by signal N". */
 export function signalExitCode(signal: NodeJS.Signals): number {
@@ -40,14 +42,19 @@ export function failureExitCode(exit: RankExit): number {
   return exit.code === null || exit.code === 0 ? 1 : exit.code;
 }
 
-/** The lines ringrun prints (after `ringrun: `) when ranks did not start in time. */
+/** "rank 2 did not call init() and ranks 0, 1 did not finish connecting": the late ranks, by step. */
+export function lateRanksText(ranks: readonly { rank: number; why?: LateRank['why'] }[]): string {
+  const byWhy = new Map<string, number[]>();
+  for (const { rank, why } of ranks) byWhy.set(why ?? 'did not start', [...(byWhy.get(why ?? 'did not start') ?? []), rank]);
+  return [...byWhy].map(([why, list]) => `${list.length === 1 ? 'rank' : 'ranks'} ${list.join(', ')} ${why}`).join(' and ');
+}
+
+/** The lines ringrun prints (after `ringrun: `) when ranks did not start, call init() or connect in time. */
 export function notStartedReport(
-  ranks: readonly { rank: number; host: string | undefined; lastLines: readonly string[] }[],
+  ranks: readonly { rank: number; host: string | undefined; lastLines: readonly string[]; why?: LateRank['why'] }[],
   startTimeoutMs: number,
 ): string[] {
-  const report = [
-    `job failed: ${ranks.length === 1 ? 'rank' : 'ranks'} ${ranks.map((r) => r.rank).join(', ')} did not start within ${startTimeoutMs} ms`,
-  ];
+  const report = [`job failed: ${lateRanksText(ranks)} within ${startTimeoutMs} ms`];
   for (const { rank, host, lastLines } of ranks) {
     const where = host === undefined ? '' : ` on ${host}`;
     if (lastLines.length === 0) report.push(`rank ${rank}${where} printed nothing`);
@@ -59,12 +66,18 @@ export function notStartedReport(
   return report;
 }
 
-/** The lines ringrun prints (after `ringrun: `) to explain a failed job. */
-export function failureReport(exit: RankExit, lastLines: readonly string[]): string[] {
+/**
+ * The lines ringrun prints (after `ringrun: `) to explain a failed job: the rank, how it ended,
+ * the error it printed (rank_error.ts) and its last lines, up to that error's first frames.
+ */
+export function failureReport(failure: FailedRank): string[] {
+  const { exit, lastLines, error } = failure;
   const pid = exit.pid === undefined ? '' : ` (pid ${exit.pid})`;
-  const report = [`job failed: rank ${exit.rank}${pid} ${describeExit(exit)}`];
+  const report = [`job failed: rank ${exit.rank}${pid} ${describeExit(exit)}${failure.note ?? ''}`];
+  if (error !== undefined) report.push(`error of rank ${exit.rank}: ${error.summary}`);
   if (lastLines.length > 0) {
-    report.push(`last ${lastLines.length} lines of rank ${exit.rank}:`);
+    const upTo = error === undefined ? '' : ', up to its error';
+    report.push(`last ${lastLines.length} lines of rank ${exit.rank}${upTo}:`);
     for (const line of lastLines) report.push(`  [${exit.rank}] ${line}`);
   } else if (exit.spawnError === undefined) {
     report.push(`rank ${exit.rank} printed nothing`);

@@ -3,10 +3,14 @@
  *
  * Start-up: every rank must be running within `startTimeoutMs` (a local rank is at once; a
  * remote one once its bootstrap says so, remote_shell.ts), or the job fails naming the ranks
- * that did not start, with their last lines (usually ssh's error).
+ * that did not start, with their last lines (usually ssh's error). When the launcher sees the
+ * ranks' rendezvous (`startUp`, start_up.ts), every rank must also have called init() and
+ * connected by then, and a rank that exits before calling init() fails the job at once.
  *
  * Fail fast: the first rank that exits non-zero, dies by a signal or cannot start fails the
- * job. The launcher then stops the others (SIGTERM to each local rank's process group, stdin
+ * job (unless it died of a peer's failure: then the job waits, briefly, for that peer to show
+ * whether it failed too, and names it if it did; failure_cause.ts).
+ * The launcher then stops the others (SIGTERM to each local rank's process group, stdin
  * EOF to each remote rank's session; SIGKILL to whatever still runs after the grace period),
  * waits for them and reports that first failure. An interrupt (SIGINT/SIGTERM/SIGHUP to the
  * launcher) stops every rank the same way; a second interrupt kills at once. SIGTERM rather
@@ -16,9 +20,11 @@
  * no process outlives the job.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describeExit, failed, failureExitCode, signalExitCode } from './failure_report.js';
+import { blamedPeer, type FailedRank, rootCause } from './failure_cause.js';
+import { describeExit, failed, failureExitCode, lateRanksText, signalExitCode } from './failure_report.js';
 import { RankProcess, type RankSpec } from './rank_process.js';
 import type { RankExit, RankRunner } from './rank_runner.js';
+import type { LateRank, StartUp } from './start_up.js';
 
 const kDefaultKillGraceMs = 3000;
 /** After SIGKILL, how long to wait before giving up on a process (stuck in the kernel). */
@@ -26,6 +32,14 @@ const kKillWaitMs = 2000;
 /** How long output may still arrive after a rank's group is gone. */
 const kDrainMs = 1000;
 const kPollMs = 50;
+/**
+ * How long a rank that died of a peer's failure waits to be named the cause: until that peer
+ * has exited and shown whether it failed too (a rank that throws exits a few milliseconds after
+ * its peers see its connections close), at most this.
+ */
+const kCauseWaitMs = 2000;
+/** How long a failed rank's last output may take to arrive after its exit, before it is read. */
+const kOutputWaitMs = 1000;
 /** ringrun's exit code when ranks did not start in time, as timeout(1)'s. */
 export const kStartTimeoutExitCode = 124;
 
@@ -42,18 +56,22 @@ export interface JobOptions {
   debug(message: string): void;
   /** Called each time a rank starts running. */
   onStarted?(started: number): void;
-  /** Called once, at the first rank that fails (before the others are stopped). */
-  onFailure?(failure: { exit: RankExit; lastLines: string[] }): void;
+  /** Called each time a rank's process exits. */
+  onExit?(exit: RankExit): void;
+  /** What is known of the ranks' init() (start_up.ts): said in failures, checked at the start-up deadline. */
+  startUp?: Pick<StartUp, 'exitNote' | 'late'>;
+  /** Called once, with the rank that failed first: the root cause (before the others are stopped). */
+  onFailure?(failure: FailedRank): void;
   killGraceMs?: number;
 }
 
 export interface JobOutcome {
   /** What ringrun exits with: 0 only when every rank exited 0. */
   exitCode: number;
-  /** The first rank that failed, with its last lines of output. */
-  failure?: { exit: RankExit; lastLines: string[] };
-  /** Ranks that had not started at the start-up deadline, with their last lines. */
-  notStarted?: { rank: number; host: string | undefined; lastLines: string[] }[];
+  /** The rank that failed first (the root cause), with its error and last lines of output. */
+  failure?: FailedRank;
+  /** Ranks that had not started, called init() or connected at the start-up deadline, with their last lines. */
+  notStarted?: { rank: number; host: string | undefined; lastLines: string[]; why: LateRank['why'] }[];
   /** The signal that interrupted the launcher, when one did before any rank failed. */
   interruptedBy?: NodeJS.Signals;
   /** The exit code given to abort(), when the job was stopped from outside before any rank failed. */
@@ -74,6 +92,18 @@ export class Job {
   private stopping: Promise<void> | undefined;
   private survivors: number[] = [];
   private startTimer: NodeJS.Timeout | undefined;
+  /** The ranks that failed before the cause was known, in the order they exited. */
+  private readonly failedRanks: FailedRank[] = [];
+  /** Ranks that exited failing, whose last output is still being read. */
+  private readonly reading = new Set<number>();
+  /** Failed ranks in the order they exited (their output may be read in another). */
+  private readonly exitOrder: number[] = [];
+  private causeTimer: NodeJS.Timeout | undefined;
+  /** The wait for a blamed peer is over: name the best known cause. */
+  private waitOver = false;
+  /** Resolves when the wait for a blamed peer ends: the cause is known, the time is up, or the job stops. */
+  private waitEnded: Promise<void> | undefined;
+  private endWait: () => void = () => {};
 
   constructor(private readonly options: JobOptions) {
     this.killGraceMs = options.killGraceMs ?? kDefaultKillGraceMs;
@@ -89,7 +119,8 @@ export class Job {
       void rank.started.then(() => {
         started++;
         options.onStarted?.(started);
-        if (started === this.ranks.length) clearTimeout(this.startTimer);
+        // With startUp, the deadline also holds for init().
+        if (started === this.ranks.length && options.startUp === undefined) clearTimeout(this.startTimer);
       });
     }
     this.startTimer = setTimeout(() => this.onStartTimeout(), options.startTimeoutMs);
@@ -123,6 +154,8 @@ export class Job {
   private async run(): Promise<JobOutcome> {
     const exits = await Promise.all(this.ranks.map((rank) => rank.exited.then((exit) => this.onExit(exit))));
     clearTimeout(this.startTimer);
+    // A blamed peer of another launcher (per-node mode) may still be reported.
+    await this.waitEnded;
     if (this.stopping === undefined && this.ranks.some((rank) => rank.alive())) {
       const left = this.ranks.filter((rank) => rank.alive());
       this.options.debug(`${rankList(left)} left processes in their process group; stopping them`);
@@ -141,32 +174,101 @@ export class Job {
     };
   }
 
+  /**
+   * Fails the job because `rank` exited with code 0 before calling init(), while the others
+   * wait for it in theirs (start_up.ts).
+   */
+  exitedBeforeInit(rank: number): void {
+    const process = this.ranks.find((r) => r.rank === rank);
+    const exit = process?.exitStatus;
+    if (process === undefined || exit === undefined || this.stopping !== undefined || this.failure !== undefined) return;
+    this.failedRanks.push({ exit, note: ' before calling init()', ...process.failureLines() });
+    this.decideCause();
+  }
+
   private onStartTimeout(): void {
-    const late = this.ranks.filter((rank) => !rank.hasStarted && rank.alive());
-    if (late.length === 0 || this.stopping !== undefined) return;
-    this.notStarted = late.map((rank) => ({ rank: rank.rank, host: rank.host, lastLines: rank.lastLines() }));
-    this.options.log(
-      `${rankList(late)} did not start within ${this.options.startTimeoutMs} ms (--start-timeout); stopping the job`,
-    );
+    if (this.stopping !== undefined) return;
+    const notRunning: LateRank[] = this.ranks
+      .filter((rank) => !rank.hasStarted && rank.alive())
+      .map((rank) => ({ rank: rank.rank, why: 'did not start' }));
+    const late = notRunning.length > 0 ? notRunning : (this.options.startUp?.late() ?? []);
+    if (late.length === 0) return;
+    this.notStarted = late.map(({ rank, why }) => {
+      const process = this.ranks.find((r) => r.rank === rank);
+      return { rank, host: process?.host, lastLines: process?.lastLines() ?? [], why };
+    });
+    this.options.log(`${lateRanksText(late)} within ${this.options.startTimeoutMs} ms (--start-timeout); stopping the job`);
     void this.stop();
   }
 
-  private onExit(exit: RankExit): RankExit {
+  private async onExit(exit: RankExit): Promise<RankExit> {
+    this.options.onExit?.(exit);
     if (this.stopping !== undefined || !failed(exit)) {
+      this.options.debug(`rank ${exit.rank} ${describeExit(exit)}`);
+      // A blamed peer that exits cleanly did not fail.
+      if (this.failedRanks.length > 0) this.decideCause();
+      return exit;
+    }
+    const rank = this.ranks.find((r) => r.rank === exit.rank) as RankRunner;
+    const note = this.options.startUp?.exitNote(exit.rank) || undefined;
+    this.exitOrder.push(exit.rank);
+    this.reading.add(exit.rank);
+    await rank.outputEnded(kOutputWaitMs);
+    this.reading.delete(exit.rank);
+    const failure: FailedRank = { exit, ...rank.failureLines(), ...(note !== undefined && { note }) };
+    if (this.stopping !== undefined) {
       this.options.debug(`rank ${exit.rank} ${describeExit(exit)}`);
       return exit;
     }
-    const rank = this.ranks.find((r) => r.rank === exit.rank);
-    this.failure = { exit, lastLines: rank?.lastLines() ?? [] };
-    this.options.onFailure?.(this.failure);
-    const others = this.ranks.filter((r) => r !== rank && r.alive());
+    this.failedRanks.push(failure);
+    this.failedRanks.sort((a, b) => this.exitOrder.indexOf(a.exit.rank) - this.exitOrder.indexOf(b.exit.rank));
+    if (failure.error !== undefined) this.options.debug(`error of rank ${exit.rank}: ${failure.error.summary}`);
+    if (blamedPeer(failure) !== undefined) this.options.debug(`rank ${exit.rank} ${describeExit(exit)}`);
+    if (this.causeTimer === undefined) {
+      this.waitEnded = new Promise((resolve) => {
+        this.endWait = resolve;
+      });
+      this.causeTimer = setTimeout(() => {
+        this.waitOver = true;
+        this.endWait();
+        this.decideCause();
+      }, kCauseWaitMs);
+    }
+    this.decideCause();
+    return exit;
+  }
+
+  /** Fails the job once the root cause is known (every failed rank's output read). */
+  private decideCause(): void {
+    if (this.stopping !== undefined || this.failure !== undefined || this.reading.size > 0) return;
+    const cause = rootCause(this.failedRanks, (peer) => !this.waitOver && this.mayStillFail(peer));
+    if (cause === undefined) {
+      const last = this.failedRanks[this.failedRanks.length - 1] as FailedRank;
+      const peer = blamedPeer(last);
+      this.options.debug(`waiting up to ${kCauseWaitMs} ms for rank ${peer} to exit: rank ${last.exit.rank} died of its failure`);
+      return;
+    }
+    clearTimeout(this.causeTimer);
+    this.endWait();
+    this.failure = cause;
+    this.options.onFailure?.(cause);
+    const { exit } = cause;
+    const others = this.ranks.filter((r) => r.rank !== exit.rank && r.alive());
     const stopping = others.length > 0 ? `; stopping the other ${plural(others.length, 'rank')}` : '';
-    this.options.log(`rank ${exit.rank} ${describeExit(exit)}${stopping}`);
+    this.options.log(`rank ${exit.rank} ${describeExit(exit)}${cause.note ?? ''}${stopping}`);
     for (const other of others) {
       if (other.isStopped()) this.options.log(`rank ${other.rank} (pid ${other.pid}) is stopped (SIGSTOP or a debugger)`);
     }
     void this.stop();
-    return exit;
+  }
+
+  /** Whether `peer`, blamed by a failed rank, may still show that it failed: it has not exited (nor stopped) yet. */
+  private mayStillFail(peer: number): boolean {
+    if (this.reading.has(peer)) return true;
+    const rank = this.ranks.find((r) => r.rank === peer);
+    // Not a rank of this launcher (the per-node mode): its own launcher reports it.
+    if (rank === undefined) return true;
+    return !rank.hasExited && !rank.isStopped();
   }
 
   private exitCode(): number {
@@ -181,6 +283,8 @@ export class Job {
   private stop(): Promise<void> {
     this.stopping ??= (async () => {
       clearTimeout(this.startTimer);
+      clearTimeout(this.causeTimer);
+      this.endWait();
       for (const rank of this.ranks) rank.stop('SIGTERM');
       if (await this.allGone(this.killGraceMs)) return;
       const stubborn = this.ranks.filter((rank) => rank.alive());

@@ -1,6 +1,7 @@
 /**
- * The start-up progress line: how many ranks run, how many published their address in the
- * store (they are in init()), and when every mesh is complete.
+ * The start-up progress line: how many ranks run, how many called init() (their address is in
+ * rank 0's store), which ranks it waits for, and when every rank is connected to every other:
+ * `starting: 3/3 ranks running, 2/3 in init(), waiting for rank 2 to call init() (5.0 s)`.
  *
  * On a terminal it is one line on stderr, redrawn in place (at most every kRedrawMs), taken
  * away before any rank output is printed and for good once the job is connected or the
@@ -11,6 +12,8 @@
 const kRedrawMs = 200;
 const kQuietLineMs = 5000;
 const kClear = '\r\x1b[K';
+/** Ranks named in the line, at most: a job of hundreds says how many more. */
+const kNamedRanks = 8;
 
 export interface ProgressOptions {
   size: number;
@@ -24,7 +27,9 @@ export interface ProgressOptions {
 
 export class Progress {
   private started = 0;
-  private published = 0;
+  private readonly exited = new Set<number>();
+  private readonly published = new Set<number>();
+  private readonly finished = new Set<number>();
   private connected = false;
   /** The launcher reached rank 0's store, so the in-init() count means something. */
   private storeSeen = false;
@@ -59,8 +64,21 @@ export class Progress {
     this.changed();
   }
 
-  onPublished(count: number): void {
-    this.published = count;
+  /** A rank's process ended. */
+  onExited(rank: number): void {
+    this.exited.add(rank);
+    this.changed();
+  }
+
+  /** `rank` called init(). */
+  onPublished(rank: number): void {
+    this.published.add(rank);
+    this.changed();
+  }
+
+  /** `rank` connected to every other rank. */
+  onFinished(rank: number): void {
+    this.finished.add(rank);
     this.changed();
   }
 
@@ -93,8 +111,20 @@ export class Progress {
     const seconds = ((Date.now() - this.begin) / 1000).toFixed(1);
     const { size } = this.options;
     if (this.connected) return `all ${size} ranks connected (${seconds} s)`;
-    const init = this.storeSeen ? `, ${this.published}/${size} in init()` : '';
-    return `starting: ${this.started}/${size} ranks running${init} (${seconds} s)`;
+    const running = this.started - this.exited.size;
+    const parts = [`${running}/${size} ranks running`];
+    if (this.exited.size > 0) parts[0] += ` (${rankList([...this.exited])} exited)`;
+    const ranks = [...Array(size).keys()];
+    const toStart = size - this.started;
+    if (toStart > 0) parts.push(`waiting for ${toStart} ${toStart === 1 ? 'rank' : 'ranks'} to start`);
+    else if (this.storeSeen) {
+      parts.push(`${this.published.size}/${size} in init()`);
+      const notInit = ranks.filter((rank) => !this.published.has(rank));
+      const notFinished = ranks.filter((rank) => !this.finished.has(rank));
+      if (notInit.length > 0) parts.push(`waiting for ${rankList(notInit)} to call init()`);
+      else if (notFinished.length > 0) parts.push(`waiting for ${rankList(notFinished)} to connect`);
+    }
+    return `starting: ${parts.join(', ')} (${seconds} s)`;
   }
 
   private changed(): void {
@@ -118,4 +148,11 @@ export class Progress {
     }, kRedrawMs);
     this.redraw.unref();
   }
+}
+
+/** "rank 2", "ranks 0, 3", "ranks 0, 1, 2, 3, 4, 5, 6, 7 and 92 more". */
+function rankList(ranks: readonly number[]): string {
+  const named = ranks.slice(0, kNamedRanks).join(', ');
+  const more = ranks.length > kNamedRanks ? ` and ${ranks.length - kNamedRanks} more` : '';
+  return `${ranks.length === 1 ? 'rank' : 'ranks'} ${named}${more}`;
 }

@@ -11,8 +11,12 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { OutputPrefixer, rankPrefix } from './output_prefixer.js';
 import { groupAlive, processState, signalGroup } from './process_group.js';
+import { findRankError, linesToShow, type RankError } from './rank_error.js';
 import type { RankExit, RankRunner, RankSinks } from './rank_runner.js';
 import { TailBuffer } from './tail_buffer.js';
+
+/** Lines kept of a rank's output: enough to find the error it died of among the frames and properties printed after it. */
+const kKeptLines = 60;
 
 export type { RankExit, RankSinks } from './rank_runner.js';
 
@@ -38,13 +42,15 @@ export class RankProcess implements RankRunner {
   private isStarted = false;
   private readonly child: ChildProcess | undefined;
   private readonly tail: TailBuffer;
+  private readonly tailLines: number;
   private readonly outputClosed: Promise<void>;
   private exit: RankExit | undefined;
 
   constructor(spec: RankSpec) {
     this.rank = spec.rank;
     this.host = spec.remote?.host;
-    this.tail = new TailBuffer(spec.tailLines);
+    this.tailLines = spec.tailLines;
+    this.tail = new TailBuffer(Math.max(spec.tailLines, kKeptLines));
     let child: ChildProcess | undefined;
     try {
       child = spawn(spec.command, [...spec.args], {
@@ -109,6 +115,16 @@ export class RankProcess implements RankRunner {
     return this.isStarted;
   }
 
+  /** Whether the rank's own process has ended (its group may still run). */
+  get hasExited(): boolean {
+    return this.exit !== undefined;
+  }
+
+  /** How the rank's own process ended, once it has. */
+  get exitStatus(): RankExit | undefined {
+    return this.exit;
+  }
+
   /** Whether the rank (for a remote rank: its ssh session), or anything left in its group, still runs. */
   alive(): boolean {
     if (this.pid === undefined) return false;
@@ -134,7 +150,22 @@ export class RankProcess implements RankRunner {
   }
 
   lastLines(): string[] {
-    return this.tail.toArray();
+    const lines = this.tail.toArray();
+    return lines.slice(Math.max(0, lines.length - this.tailLines));
+  }
+
+  /** The error the rank printed last (rank_error.ts), and its last lines up to that error's first frames. */
+  failureLines(): { error: RankError | undefined; lastLines: string[] } {
+    const lines = this.tail.toArray();
+    const error = findRankError(lines);
+    return { error, lastLines: linesToShow(lines, error, this.tailLines) };
+  }
+
+  /** Resolves once stdout and stderr have ended, or after `timeoutMs` (a process left in the group may hold them open). */
+  async outputEnded(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.outputClosed, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    clearTimeout(timer);
   }
 
   /**
@@ -142,12 +173,7 @@ export class RankProcess implements RankRunner {
    * process that left the group (a daemon) may hold the pipes open forever.
    */
   async drain(timeoutMs: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, timeoutMs);
-    });
-    await Promise.race([this.outputClosed, timeout]);
-    clearTimeout(timer);
+    await this.outputEnded(timeoutMs);
     this.child?.stdout?.destroy();
     this.child?.stderr?.destroy();
     this.child?.stdin?.destroy();

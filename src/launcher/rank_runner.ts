@@ -2,6 +2,7 @@
  * What the launcher's Job watches of one rank, whatever runs it: a process on this machine or
  * over ssh (rank_process.ts), or a browser tab (browser/browser_rank.ts).
  */
+import type { RankError } from './rank_error.js';
 
 /** How one rank ended. */
 export interface RankExit {
@@ -37,6 +38,10 @@ export interface RankRunner {
   /** Resolves when the rank has ended (or could not start). */
   readonly exited: Promise<RankExit>;
   readonly hasStarted: boolean;
+  /** Whether the rank itself has ended (a process: its group may still run). */
+  readonly hasExited: boolean;
+  /** How the rank ended, once it has. */
+  readonly exitStatus: RankExit | undefined;
   /** Whether the rank, or anything it left running, still runs. */
   alive(): boolean;
   /** Stops the rank: gracefully (SIGTERM) or at once (SIGKILL). */
@@ -44,6 +49,10 @@ export interface RankRunner {
   /** Whether the rank is stopped (SIGSTOP or a debugger): worth saying when the job fails. */
   isStopped(): boolean;
   lastLines(): string[];
+  /** The error the rank printed last (rank_error.ts), and its last lines up to that error's first frames. */
+  failureLines(): { error: RankError | undefined; lastLines: string[] };
+  /** Resolves once the rank's output has ended, or after `timeoutMs`. */
+  outputEnded(timeoutMs: number): Promise<void>;
   /** Waits up to `timeoutMs` for the rank's output to end, then cuts it. */
   drain(timeoutMs: number): Promise<void>;
 }

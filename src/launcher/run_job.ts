@@ -32,7 +32,8 @@ import { Progress } from './progress.js';
 import { RankLogFiles } from './rank_log_files.js';
 import type { RankSinks, RankSpec } from './rank_process.js';
 import { remoteScript, sshArgv } from './remote_shell.js';
-import { watchStore } from './store_watch.js';
+import { StartUp } from './start_up.js';
+import { rankDialsStore, StoreWatch } from './store_watch.js';
 import { TimelineFiles } from './timeline_files.js';
 
 export const kDefaultStartTimeoutMs = 30_000;
@@ -173,21 +174,25 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
       io,
     );
     if (specs === undefined) return 2;
-    job = new Job({
-      ranks: specs,
-      ...(browserJob && { otherRanks: browserJob.ranks(contract, sinks).ranks }),
-      startTimeoutMs,
-      log: io.log,
-      debug: io.debug,
-      onStarted: (count) => progress?.onStarted(count),
-    });
-    if (browserJob !== undefined) {
-      const running = job;
-      browserJob.open().catch((error: Error) => running.abort(`cannot open the browser ranks: ${error.message}`, 1));
-    }
-    if (progress !== undefined && store.reachable) {
-      const watched = progress;
-      void watchStore({
+    // The ranks' rendezvous, seen from here: what start-up waits for, and who never called init().
+    let watch: StoreWatch | undefined;
+    let startUp: StartUp | undefined;
+    if (config.np > 1 && store.reachable) {
+      const ranks = new StartUp({
+        size: config.np,
+        calledInit: async (rank) => watch?.calledInit(rank),
+        ...(placed[0]?.local === true && {
+          rankDialsStore: () => {
+            watch?.stop(); // its own dials are not a rank's
+            // Past the start-up deadline no rank is still dialing the store.
+            const until = AbortSignal.any([watching.signal, AbortSignal.timeout(startTimeoutMs)]);
+            return rankDialsStore(isIP(store.host) !== 0 ? store.host : '0.0.0.0', store.port, until);
+          },
+        }),
+        onExitedBeforeInit: (rank) => job?.exitedBeforeInit(rank),
+      });
+      startUp = ranks;
+      watch = new StoreWatch({
         host: store.host,
         port: store.port,
         jobId: contract.jobId,
@@ -195,10 +200,41 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
         size: config.np,
         timeoutMs: startTimeoutMs,
         signal: watching.signal,
-        onStore: () => watched.onStore(),
-        onPublished: (count) => watched.onPublished(count),
-        onConnected: () => watched.onConnected(),
+        onStore: () => {
+          ranks.onStore();
+          progress?.onStore();
+        },
+        onPublished: (rank) => {
+          ranks.onInit(rank);
+          progress?.onPublished(rank);
+        },
+        onFinished: (rank) => {
+          ranks.onFinished(rank);
+          progress?.onFinished(rank);
+        },
+        onConnected: () => {
+          ranks.onConnected();
+          progress?.onConnected();
+        },
       });
+    }
+    job = new Job({
+      ranks: specs,
+      ...(browserJob && { otherRanks: browserJob.ranks(contract, sinks).ranks }),
+      startTimeoutMs,
+      log: io.log,
+      debug: io.debug,
+      onStarted: (count) => progress?.onStarted(count),
+      onExit: (exit) => {
+        progress?.onExited(exit.rank);
+        startUp?.onExit(exit);
+      },
+      ...(startUp !== undefined && { startUp }),
+    });
+    void watch?.run();
+    if (browserJob !== undefined) {
+      const running = job;
+      browserJob.open().catch((error: Error) => running.abort(`cannot open the browser ranks: ${error.message}`, 1));
     }
     const outcome = await job.finished;
     progress?.stop();
@@ -211,7 +247,7 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
       io.log,
     );
     if (outcome.failure !== undefined) {
-      for (const line of failureReport(outcome.failure.exit, outcome.failure.lastLines)) io.log(line);
+      for (const line of failureReport(outcome.failure)) io.log(line);
     } else if (outcome.notStarted !== undefined) {
       for (const line of notStartedReport(outcome.notStarted, startTimeoutMs)) io.log(line);
     } else if (outcome.interruptedBy === undefined) {

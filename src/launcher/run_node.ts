@@ -114,8 +114,9 @@ class NodeRun {
         startTimeoutMs: this.startTimeoutMs,
         log: io.log,
         debug: io.debug,
-        onFailure: ({ exit, lastLines }) => {
-          const lines = failureReport(exit, lastLines);
+        onFailure: (failure) => {
+          const { exit } = failure;
+          const lines = failureReport(failure);
           lines[0] = (lines[0] ?? '').replace(
             /^(job failed: rank \d+(?: \(pid \d+\))?)/,
             `$1 on node ${this.perNode.nodeRank} (${this.host})`,

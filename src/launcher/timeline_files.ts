@@ -8,9 +8,28 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
+import { InvalidArgumentError } from '../core/errors.js';
 import { timelinePathFor } from '../observability/timeline.js';
 import { mergeTimelineFiles, rankTimelinePaths } from '../observability/timeline_merge.js';
+
+/** What a program or script is named like, and a trace file is not. */
+const kScriptExtension = /\.(?:[cm]?js|[cm]?ts|py|sh)$/;
+
+/**
+ * The flag's value: the trace file. A value that looks like a program (`node`, `python3`: no
+ * extension, no directory) or a script (`train.js`) is most likely the command that the flag
+ * swallowed (`ringrun -np 2 --timeline node train.js`): the error says how to write it.
+ */
+export function parseTimelineFile(value: string): string {
+  const name = basename(value);
+  if ((!value.includes('/') && !name.includes('.')) || kScriptExtension.test(name)) {
+    throw new InvalidArgumentError(
+      `--timeline takes the trace file to write (e.g. trace.json), got '${value}', which looks like the command: write --timeline trace.json before the command (a file without an extension: --timeline ./${value})`,
+    );
+  }
+  return value;
+}
 
 export class TimelineFiles {
   /** The RINGREDUCE_TIMELINE of this launcher's ranks. */

@@ -36,6 +36,11 @@ export interface Platform {
   mayBlock(): boolean;
   /** Joins an elastic job (ringrun --elastic) as worker `id`: its generations come from the launcher's store. */
   joinElastic(config: Config, id: string): Promise<ElasticMembership>;
+  /**
+   * The rank has shut down for good (shutdown() resolved; an elastic re-form is not one). A
+   * browser rank tells its page, for which the rank has then ended; Node has nothing to do.
+   */
+  rankClosed(): void;
 }
 
 /** What the engine's thread tells the caller's, as it happens. */

@@ -26,8 +26,8 @@
  * The handshake, the `onread` receive and the transport above are the same on both kinds of
  * socket; `PeerLink.via` says which one a link uses.
  *
- * Every wait shares one deadline; a TimeoutError says which ranks did not publish an address,
- * could not be reached, or did not connect to us.
+ * Every wait shares one deadline; a TimeoutError says which ranks did not call init() (no
+ * address in the store), could not be reached, or did not connect to this rank.
  */
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -293,14 +293,19 @@ function meshTimeout(options: MeshOptions, settled: PromiseSettledResult<unknown
     if (s.status === 'rejected' && s.reason instanceof StageTimeout) byStage[s.reason.stage].push(s.reason.peer);
   }
   const parts: string[] = [];
-  if (byStage.address.length > 0) parts.push(`ranks [${byStage.address.join(', ')}] did not publish their address`);
-  if (byStage.connect.length > 0) parts.push(`could not connect and handshake with ranks [${byStage.connect.join(', ')}]`);
+  if (byStage.address.length > 0) parts.push(`${ranksText(byStage.address)} did not call init()`);
+  if (byStage.connect.length > 0) parts.push(`could not connect to ${ranksText(byStage.connect)}`);
   const missing = acceptor.missing();
-  if (missing.length > 0) parts.push(`ranks [${missing.join(', ')}] did not connect to us`);
+  if (missing.length > 0) parts.push(`${ranksText(missing)} did not connect to rank ${options.rank}`);
   if (acceptor.refused.length > 0) parts.push(`refused connections: ${acceptor.refused.join('; ')}`);
   return new TimeoutError(
-    `mesh of rank ${options.rank} (job "${options.jobId}", size ${options.size}) incomplete after ${options.timeoutMs} ms: ${parts.join('; ')}`,
+    `start-up of rank ${options.rank} (of ${options.size}, job ${options.jobId}) timed out after ${Math.round(options.timeoutMs)} ms: ${parts.join('; ')}`,
   );
+}
+
+/** "rank 2", "ranks 2, 3". */
+function ranksText(ranks: readonly number[]): string {
+  return `${ranks.length === 1 ? 'rank' : 'ranks'} ${ranks.join(', ')}`;
 }
 
 function remaining(deadline: number): number {

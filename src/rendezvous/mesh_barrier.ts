@@ -25,7 +25,7 @@ export async function barrier(
     const marks = await Promise.allSettled([...Array(size).keys()].map((r) => store.get(`${prefix}ready/${r}`, 0)));
     const missing = marks.flatMap((m, r) => (m.status === 'rejected' ? [r] : []));
     throw new TimeoutError(
-      `mesh barrier (job prefix "${prefix}"): ranks [${missing.join(', ')}] did not finish connecting within ${timeoutMs} ms`,
+      `start-up of rank ${rank} (of ${size}) timed out after ${Math.round(timeoutMs)} ms: ${missing.length === 1 ? 'rank' : 'ranks'} ${missing.join(', ')} did not finish connecting to every rank`,
     );
   }
 }

@@ -1,21 +1,22 @@
 /**
  * The conformance suite in process: every case of cases/index.ts (the format: cases/case.ts),
- * on every rank of a world of N = 1..5 ranks at once, over two backends:
+ * on every rank of a world of N ranks at once, over three backends:
  *
- * - memory: the N ranks in this thread, each a real Engine over the memory transport behind the
- *   public facade (test/helpers/local_engine.ts). It skips the ...Sync cases (the engines run in
- *   the caller's thread, which a ...Sync call would block for good).
- * - tcp: the N ranks each with its engine in a worker thread, over loopback TCP
+ * - memory, N = 1..4: the N ranks in this thread, each a real Engine over the memory transport
+ *   behind the public facade (test/helpers/local_engine.ts). It skips the ...Sync cases (the
+ *   engines run in the caller's thread, which a ...Sync call would block for good). tcp covers
+ *   5 ranks: the algorithms are the same on both, and a fifth rank in one thread costs some
+ *   20-45 s of CI on 2 cores.
+ * - tcp, N = 1..5: the N ranks each with its engine in a worker thread, over loopback TCP
  *   (test/helpers/world.ts). It runs the ...Sync cases for N = 1 only: the N callers share this
  *   thread, so with more ranks a ...Sync call would block it before the others have called.
- * - web: as tcp, over loopback WebSockets (the web backend's Node ranks, the store hosted by the
- *   test), for N = 2 and 3 only: the algorithms are the same, so the larger worlds would test
- *   nothing of the web links that these do not, and cost CI minutes.
+ * - web, N = 2: as tcp, over loopback WebSockets (the web backend's Node ranks, the store hosted by the
+ *   test): the algorithms are the same, so larger worlds would test nothing of
+ *   the web links that this one and the browser ranks' jobs (multiprocess/browser_ranks.test.ts:
+ *   2 Node ranks and 2 tabs, 3 tabs) do not, and cost CI minutes.
  *
- * Both run every case in full, the 2^20 + 3 element allreduces of every dtype and op included:
- * with the references shared between the ranks of a world (test/helpers/reference.ts), the
- * memory backend's five ranks in one thread take about as long as tcp's (some 15 s a world on
- * 2 cores; the whole file about 90 s), so no subset was needed.
+ * Each runs every case in full, the 2^20 + 3 element allreduces of every dtype and op included,
+ * with the references shared between the ranks of a world (test/helpers/reference.ts).
  *
  * The MPI backend runs the same cases under mpirun: mpi_collectives.test.ts.
  */
@@ -44,7 +45,7 @@ const kSharedThread =
 const kBackends: readonly InProcessBackend[] = [
   {
     name: 'memory',
-    sizes: [1, 2, 3, 4, 5],
+    sizes: [1, 2, 3, 4],
     start: async (size) => startMemoryWorld(size, { stallTimeoutMs: kStallTimeoutMs }),
     skipReason: (c) =>
       c.needsSync ? "...Sync calls block the caller's thread, where every engine of the memory backend runs" : undefined,
@@ -57,7 +58,7 @@ const kBackends: readonly InProcessBackend[] = [
   },
   {
     name: 'web',
-    sizes: [2, 3],
+    sizes: [2],
     start: (size) => startWebWorld(size, { stallTimeoutMs: kStallTimeoutMs }),
     skipReason: (c) => (c.needsSync ? kSharedThread : undefined),
   },

@@ -10,6 +10,8 @@
  *   browser and exits non-zero, and nothing of the job keeps running;
  * - the join URL's token: without it nothing is served, no socket opens, and a tab opened once
  *   too often is told every rank is taken while the job goes on;
+ * - an elastic job (ringrun --elastic --browser) that loses a tab goes on without it, and a tab
+ *   opened later joins at a commit; every rank ends with the values its size history implies;
  * - the MNIST demo (npm run start:browser) on 2 Node ranks and 2 tabs: test accuracy at least
  *   0.9 on every rank (the program fails below it) and identical weights on all four.
  *
@@ -30,6 +32,7 @@ const kChromium = process.env.CHROME_PATH ?? process.env.CHROMIUM_PATH ?? '/usr/
 const kConformanceJob = fileURLToPath(new URL('./fixtures/web_conformance_job.js', import.meta.url));
 const kLoopJob = fileURLToPath(new URL('./fixtures/browser_loop_job.js', import.meta.url));
 const kMnist = fileURLToPath(new URL('../../examples/mnist/train.js', import.meta.url));
+const kElasticJob = fileURLToPath(new URL('./fixtures/browser_elastic_job.js', import.meta.url));
 const kFlags = [
   '--no-sandbox',
   '--disable-gpu',
@@ -73,9 +76,9 @@ function reports(stdout: string): Report[] {
 }
 
 /** Runs the conformance job under ringrun with `args` and checks every rank's report. */
-async function conformance(args: string[], size: number): Promise<void> {
+async function conformance(args: string[], size: number, skipped: string[] = []): Promise<void> {
   const run = new RingrunRun(
-    [...args, '--headless', process.execPath, kConformanceJob, '--skip', '2^20 + 3'],
+    [...args, '--headless', process.execPath, kConformanceJob, ...['2^20 + 3', ...skipped].flatMap((s) => ['--skip', s])],
     cleanEnv(),
     240_000,
   );
@@ -97,13 +100,14 @@ describe('browser ranks', { skip, timeout: 600_000 }, () => {
     conformance(['-np', '2', '--browser', '2'], 4),
   );
 
+  // The 2^18-element cases cross tab-to-tab links in the job above already.
   it('run the conformance cases on 3 tabs alone', { skip: skipDataChannels }, () =>
-    conformance(['-np', '0', '--browser', '3'], 3),
+    conformance(['-np', '0', '--browser', '3'], 3, ['2^18']),
   );
 
   it('train the MNIST demo on 2 Node ranks and 2 tabs to the same weights', { skip: skipDataChannels }, async () => {
     const run = new RingrunRun(
-      ['-np', '2', '--browser', '2', '--headless', process.execPath, kMnist, '--epochs', '5'],
+      ['-np', '2', '--browser', '2', '--headless', process.execPath, kMnist, '--epochs', '3'],
       cleanEnv(),
       240_000,
     );
@@ -149,22 +153,45 @@ describe('browser ranks', { skip, timeout: 600_000 }, () => {
       }
     }
 
+    type DashboardRow = { host: string | null; pid: number | null; state: string; completed: number; exit: string | null };
+    /** The dashboard's rows, once `ready` holds for them (read as its page does). */
+    async function waitForRows(pageUrl: string, ready: (rows: DashboardRow[]) => boolean): Promise<DashboardRow[]> {
+      const url = new URL(pageUrl);
+      url.pathname = '/api/state';
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const { state } = (await (await fetch(url)).json()) as { state: { ranks: DashboardRow[] } };
+        if (ready(state.ranks)) return state.ranks;
+        if (Date.now() > deadline) throw new Error(`the dashboard's rows: ${JSON.stringify(state.ranks)}`);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
+
     async function joinUrl(run: RingrunRun): Promise<string> {
       await run.waitFor('the join URL', (r) => /to start the browser ranks: http:\/\/\S+/.test(r.stderr));
       return (/to start the browser ranks: (http:\/\/\S+)/.exec(run.stderr) as RegExpExecArray)[1] as string;
     }
 
-    it('a closed tab is named on every other rank within 2 s, and by ringrun; nothing keeps running', async () => {
-      const run = new RingrunRun(['-np', '2', '--browser', '2', process.execPath, kLoopJob], cleanEnv(), 90_000);
+    it('a closed tab is named on every other rank within 2 s, by ringrun and on the dashboard; nothing keeps running', async () => {
+      const run = new RingrunRun(['--dashboard', '-np', '2', '--browser', '2', process.execPath, kLoopJob], cleanEnv(), 90_000);
       const url = await joinUrl(run);
+      const dashboard = (/dashboard: (http:\/\/\S+)/.exec(run.stderr) as RegExpExecArray)[1] as string;
       const second = await open(url);
       await waitForStatus(second, /Rank 2: running/);
       const third = await open(url);
       await waitForStatus(third, /Rank 3: running/);
       await run.waitFor('every rank ready', (r) => (r.stdout.match(/READY /g) ?? []).length === 4, 30_000);
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // The tabs' rows on the dashboard: their browser as the host, no pid, their collectives counted.
+      const tabRows = await waitForRows(dashboard, (rows) => rows.slice(2).every((row) => row.completed > 0));
+      for (const row of tabRows.slice(2)) {
+        assert.match(String(row.host), /^headless Chrome \d+ on Linux$/, JSON.stringify(row));
+        assert.equal(row.pid, null);
+        assert.equal(row.state, 'running');
+      }
       const closedAt = Date.now();
       await third.close();
+      const closedRows = await waitForRows(dashboard, (rows) => rows[3]?.state === 'failed');
+      assert.match(String(closedRows[3]?.exit), /closed its tab/);
       const finished = await run.finished;
 
       assert.notEqual(finished.code, 0);
@@ -194,6 +221,61 @@ describe('browser ranks', { skip, timeout: 600_000 }, () => {
       await waitForStatus(second, /Rank 2: (stopped by ringrun|failed)/);
       assert.equal(second.workers().length, 0, "the other tab's workers are gone");
       await second.close();
+    });
+
+    it('an elastic job goes on without a closed tab and lets a new tab in at a commit', async () => {
+      const run = new RingrunRun(
+        [
+          '--elastic',
+          '-np',
+          '2',
+          '--browser',
+          '2',
+          '--min-np',
+          '2',
+          '--max-np',
+          '4',
+          process.execPath,
+          kElasticJob,
+          '--steps',
+          '150',
+          '--step-ms',
+          '40',
+        ],
+        cleanEnv(),
+        150_000,
+      );
+      const url = await joinUrl(run);
+      const first = await open(url);
+      const second = await open(url);
+      const committed = (size: number, after: number) => (r: RingrunRun) =>
+        r.stdout
+          .slice(after)
+          .split('\n')
+          .some((line) => new RegExp(`^\\[0\\] COMMITTED \\d+ ${size}$`).test(line));
+      await run.waitFor('a commit of all 4 workers', committed(4, 0), 60_000);
+      await second.close();
+      await run.waitFor('a commit of the 3 left', committed(3, 0), 30_000);
+      const before = run.stdout.length;
+      const third = await open(url);
+      await run.waitFor('a commit with the new tab', committed(4, before), 30_000);
+      const finished = await run.finished;
+      assert.equal(finished.code, 0, finished.stderr.slice(-3000));
+      assert.match(finished.stderr, /elastic: worker w3 .*closed its tab.*; 3 left/);
+      const reports = [...finished.stdout.matchAll(/ELASTIC-REPORT (\{.*\})/g)].map(
+        (m) => JSON.parse(m[1] as string) as { rank: number; size: number; value: number[]; sizes: number[] },
+      );
+      assert.equal(reports.length, 4, finished.stdout.slice(-3000));
+      const [report] = reports;
+      const sizes = report?.sizes ?? [];
+      assert.equal(sizes.length, 150);
+      assert.ok(sizes.includes(3) && sizes.at(-1) === 4, `sizes ${sizes.join(',')}`);
+      const expected = [sizes.reduce((sum, n) => sum + n, 0), sizes.reduce((sum, n) => sum + (n * (n - 1)) / 2, 0)];
+      for (const r of reports) {
+        assert.deepEqual(r.value, expected, `rank ${r.rank}`);
+        assert.deepEqual(r.sizes, sizes, `rank ${r.rank}`);
+      }
+      await Promise.all([first.close(), third.close()]);
     });
 
     it('the token guards the page, and a tab too many is refused while the job goes on', async () => {

@@ -95,7 +95,7 @@ test('a discovery script that offers a fifth slot grows the job at a commit; the
       '--host-discovery-script',
       script,
       '--discovery-interval',
-      '200',
+      '200ms',
       '-np',
       '4',
       'node',
@@ -128,7 +128,7 @@ test('a discovery script that offers a fifth slot grows the job at a commit; the
 
 test('below --min-np for longer than --elastic-timeout, the job fails with a report', async () => {
   const started = performance.now();
-  const { run, finished } = await elastic(['--min-np', '2', '--elastic-timeout', '1500', '-np', '2'], {
+  const { run, finished } = await elastic(['--min-np', '2', '--elastic-timeout', '1500ms', '-np', '2'], {
     VICTIM: 'w1',
     KILL_AT: '3',
   });

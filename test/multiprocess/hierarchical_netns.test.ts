@@ -14,7 +14,7 @@ import { createNet, type Net } from './fixtures/netns.js';
 import { cleanEnv, cleanUp, RingrunRun, tempDir } from './fixtures/ringrun_harness.js';
 
 const kJob = fileURLToPath(new URL('./fixtures/hierarchical_job.js', import.meta.url));
-const kBytes = 16 << 20;
+const kBytes = 4 << 20;
 const dir = tempDir('ringrun-hier-netns-');
 const net = createNet(3, dir);
 after(() => {

@@ -149,6 +149,21 @@ describe('ringrun across hosts', { timeout: 90_000 }, () => {
       cleanEnv(),
     ).finished;
     assert.equal(result.code, 0, result.stderr);
-    assert.deepEqual(result.stdout.trim().split('\n').sort(), ['rank 0 backend mpi', 'rank 1 backend mpi']);
+    assert.deepEqual(result.stdout.trim().split('\n').sort(), ['[0] rank 0 backend mpi', '[1] rank 1 backend mpi']);
+  });
+
+  it('--backend mpi prefixes each line with its rank and prints no colour codes into a pipe', async (t) => {
+    try {
+      execFileSync('mpirun', ['--version'], { stdio: 'ignore' });
+    } catch {
+      t.skip('mpirun is not installed');
+      return;
+    }
+    // mpirun gives a rank's stdout a pseudo-terminal: Node would colour what console.log inspects.
+    const script = 'console.log({ tty: process.stdout.isTTY === true, n: 1 }); console.error("to stderr")';
+    const result = await new RingrunRun(['--backend', 'mpi', '-np', '2', 'node', '-e', script], cleanEnv()).finished;
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(result.stdout.trim().split('\n').sort(), ['[0] { tty: true, n: 1 }', '[1] { tty: true, n: 1 }']);
+    assert.deepEqual(result.stderr.trim().split('\n').sort(), ['[0] to stderr', '[1] to stderr']);
   });
 });

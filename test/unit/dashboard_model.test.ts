@@ -111,3 +111,46 @@ test('chart points: job rates from fresh reports, training metrics, and points a
   model.sample();
   assert.equal(model.seriesSince(0).at(-1)?.collectivesPerSec, 0);
 });
+
+test("a failed rank's last error is the error the launcher read in its output", () => {
+  const model = new DashboardModel(3, 'node train.js', 'h', () => 3_000_000);
+  model.ingest(report(1, 3_000_000));
+  model.launcherLine('error of rank 2: PeerFailureError: rank 1 (127.0.0.1:4000): closed the connection');
+  model.launcherLine('rank 2 exited with code 1');
+  model.launcherLine('rank 1 exited with code 1; stopping the other 2 ranks');
+  model.launcherLine('job failed: rank 1 (pid 4242) exited with code 1');
+  model.launcherLine('error of rank 1: Error: bad batch');
+  model.launcherLine('last 2 lines of rank 1, up to its error:');
+  model.launcherLine('  [1] Error: bad batch');
+  model.launcherLine('  [1]     at file:///app/train.js:5:20');
+  model.ended(1);
+  const end = model.state();
+  assert.equal(end.ranks[1]?.lastError, 'Error: bad batch');
+  assert.equal(end.ranks[2]?.lastError, 'PeerFailureError: rank 1 (127.0.0.1:4000): closed the connection');
+  assert.equal(end.ranks[2]?.state, 'failed');
+  assert.equal(end.failureReport?.[0], 'job failed: rank 1 (pid 4242) exited with code 1');
+  assert.equal(end.failureReport?.[1], 'error of rank 1: Error: bad batch');
+});
+
+test('a rank that exited with code 0 before calling init() failed', () => {
+  const model = new DashboardModel(3, 'node train.js', 'h', () => 4_000_000);
+  model.launcherLine('rank 2 exited with code 0 before calling init(); stopping the other 2 ranks');
+  assert.equal(model.state().ranks[2]?.state, 'failed');
+  assert.equal(model.state().ranks[2]?.exit, 'exited with code 0 before calling init()');
+});
+
+test('remote and browser ranks: their reports without a pid, their exits as the launcher words them', () => {
+  const model = new DashboardModel(4, 'node train.js', 'h', () => 5_000_000);
+  assert.equal(model.ingest(report(3, 5_000_000, { host: 'headless Chrome 156 on Linux', pid: null })), true);
+  assert.equal(model.state().ranks[3]?.host, 'headless Chrome 156 on Linux');
+  assert.equal(model.state().ranks[3]?.pid, null);
+  model.launcherLine('rank 1 on node2 exited with code 0');
+  model.launcherLine('rank 2 on node2 exited with code 3');
+  model.launcherLine('rank 3 (headless Chrome 156 on Linux) closed its tab, or the browser crashed, before its program finished');
+  const states = model.state().ranks.map((r) => r.state);
+  assert.deepEqual(states.slice(1), ['finished', 'failed', 'failed']);
+  assert.equal(
+    model.state().ranks[3]?.exit,
+    '(headless Chrome 156 on Linux) closed its tab, or the browser crashed, before its program finished',
+  );
+});

@@ -93,6 +93,9 @@ describe('ringreduce.sbatch', () => {
     const script = read('ringreduce.sbatch');
     assert.match(script, /^#SBATCH --ntasks-per-node=1$/m);
     assert.match(script, /^export RINGREDUCE_SECRET=/m);
+    // Since Slurm 22.05 srun does not inherit --cpus-per-task from sbatch: without it, a node's ranks share one CPU.
+    assert.match(script, /^#SBATCH --cpus-per-task=\d+$/m);
+    assert.match(script, /^srun [^\n]*--cpus-per-task="\$\{SLURM_CPUS_PER_TASK/m);
     const line = /srun --ntasks-per-node=1 [^\n]*\\\n\s*"\$RINGRUN" ([^\n]*)\\\n\s*node /.exec(script);
     assert.ok(line, 'the srun line');
     const flags = (line[1] as string).replace('"$NPROC_PER_NODE"', '4').trim().split(/\s+/);

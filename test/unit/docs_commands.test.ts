@@ -56,6 +56,15 @@ describe('the docs', () => {
     }
   });
 
+  it('run every mpirun with --bind-to none (Open MPI would pin the three busy threads of a rank to one core)', () => {
+    for (const doc of kDocs) {
+      const text = readFileSync(join(kRoot, doc), 'utf8');
+      for (const [command] of text.matchAll(/\bmpirun\b[^`\n]*\s-np\b[^`\n]*/g)) {
+        assert.match(command, /--bind-to none/, `${doc}: ${command}`);
+      }
+    }
+  });
+
   it("docs/env.md lists every init() option, and each launcher's precedence once", () => {
     const env = readFileSync(join(kRoot, 'docs/env.md'), 'utf8');
     const options = env.slice(env.indexOf('### Options of `init()`'), env.indexOf('## ringrun'));

@@ -74,7 +74,7 @@ describe('ringrun arguments: engine settings and other flags', () => {
       '--start-timeout',
       '2m',
       '--io-timeout',
-      '1500',
+      '1500ms',
       '--stall-timeout',
       '0',
       '--log-level',
@@ -92,7 +92,6 @@ describe('ringrun arguments: engine settings and other flags', () => {
 
   it('reads durations in ms, s, m and h', () => {
     const cases: Array<[string, number]> = [
-      ['250', 250],
       ['250ms', 250],
       ['1.5s', 1500],
       ['2m', 120_000],
@@ -101,6 +100,23 @@ describe('ringrun arguments: engine settings and other flags', () => {
     for (const [text, ms] of cases) {
       assert.equal(launch('-np', '1', '--io-timeout', text, 'node').settings.ioTimeoutMs, ms, text);
     }
+  });
+
+  it('refuses a bare number (seconds to horovodrun, milliseconds to RINGREDUCE_*_MS) for every duration flag, but 0', () => {
+    const flags = ['--start-timeout', '--io-timeout', '--heartbeat', '--stall-warning', '--stall-timeout'];
+    for (const flag of flags) {
+      rejects(
+        ['-np', '1', flag, '30', 'node'],
+        new RegExp(`^${flag} 30 has no unit: write 30s for seconds or 30ms for milliseconds$`),
+      );
+    }
+    for (const flag of ['--discovery-interval', '--elastic-timeout']) {
+      rejects(['-np', '2', '--elastic', flag, '1.5', 'node'], new RegExp(`^${flag} 1.5 has no unit: write 1.5s`));
+    }
+    assert.equal(launch('-np', '1', '--stall-timeout', '0', 'node').settings.stallTimeoutMs, 0);
+    assert.equal(launch('-np', '1', '--heartbeat', '0', 'node').settings.heartbeatMs, 0);
+    const help = parseArgs(['--help']);
+    assert.ok(help.kind === 'help' && /A bare\s+number is refused/.test(help.text), 'the help says so');
   });
 
   it('rejects bad durations, naming the flag', () => {

@@ -7,7 +7,7 @@ import { describeExit, notStartedReport } from '../../src/launcher/failure_repor
 import { isLocalHost, parseHostfile, parseHostList } from '../../src/launcher/hosts.js';
 import { placeRanks } from '../../src/launcher/placement.js';
 import { kRemoteCommand, remoteScript, shellQuote, sshArgv } from '../../src/launcher/remote_shell.js';
-import { mpirunArgv } from '../../src/launcher/run_mpi.js';
+import { mpirunArgv, retagMpiOutput } from '../../src/launcher/run_mpi.js';
 
 describe('hosts', () => {
   it('parses -H with and without slots, IPv6 in brackets, and merges repeats', () => {
@@ -145,6 +145,7 @@ describe('mpirun', () => {
       '--allow-run-as-root',
       '--bind-to',
       'none',
+      '--tag-output',
       '-np',
       '4',
       '-H',
@@ -165,12 +166,20 @@ describe('mpirun', () => {
       '--allow-run-as-root',
       '--bind-to',
       'none',
+      '--tag-output',
       '-np',
       '8',
       '--oversubscribe',
       'node',
       'train.js',
     ]);
+  });
+});
+
+describe("mpirun's output", () => {
+  it("writes each rank's tag as ringrun's [rank] prefix and leaves mpirun's own lines alone", () => {
+    const text = '[1,0]<stdout>:hello\n[1,12]<stderr>:  indented: [1,2]<stdout>:\nmpirun noticed that process rank 1 exited\n';
+    assert.equal(retagMpiOutput(text), '[0] hello\n[12]   indented: [1,2]<stdout>:\nmpirun noticed that process rank 1 exited\n');
   });
 });
 

@@ -140,5 +140,13 @@ describe('--version, --check-build, --timeline', () => {
     assert.equal(launch(['-np', '2', '--timeline', 'trace.json', 'node']).timeline, 'trace.json');
     assert.equal(launch(['-np', '2', 'node']).timeline, undefined);
     rejects(['-np', '2', '--timeline', '', 'node'], /--timeline must not be empty/);
+    assert.equal(launch(['-np', '2', '--timeline', './trace', 'node']).timeline, './trace');
+  });
+
+  it('--timeline refuses a command it swallowed, saying how to write it', () => {
+    for (const value of ['node', 'python3', 'train.js']) {
+      rejects(['-np', '2', '--timeline', value, 'x.js'], new RegExp(`got '${value}', which looks like the command`));
+    }
+    rejects(['-np', '2', '--timeline', 'node', 'x.js'], /write --timeline trace\.json before the command/);
   });
 });

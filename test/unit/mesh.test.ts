@@ -49,8 +49,8 @@ describe('connectMesh', () => {
       assert.equal(r.status, 'rejected');
       const e = (r as PromiseRejectedResult).reason as Error;
       assert.ok(e instanceof TimeoutError, String(e));
-      assert.match(e.message, /ranks \[2\] did not publish their address/);
-      assert.match(e.message, /ranks \[2\] did not connect to us/);
+      assert.match(e.message, /^start-up of rank [01] \(of 3, job \S+\) timed out after \d+ ms: rank 2 did not call init\(\)/);
+      assert.match(e.message, /rank 2 did not connect to rank [01]/);
     }
     assert.ok(elapsed < 2500, `gave up after ${elapsed} ms`);
   });

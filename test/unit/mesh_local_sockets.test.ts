@@ -255,7 +255,7 @@ describe('connectMesh over Unix sockets', () => {
     const failing = mesh({ rank: 0, size: 2, timeoutMs: 300 });
     const path = (await published(0)).local?.path as string;
     assert.equal(existsSync(path), true, 'the socket exists while the mesh connects');
-    await assert.rejects(failing, /did not publish their address/);
+    await assert.rejects(failing, /rank 1 did not call init\(\)/);
     assert.equal(existsSync(path), false);
   });
 });

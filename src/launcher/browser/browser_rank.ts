@@ -7,10 +7,13 @@
  */
 import type { WebSocket } from 'ws';
 import { OutputPrefixer, rankPrefix } from '../output_prefixer.js';
+import { findRankError, linesToShow, type RankError } from '../rank_error.js';
 import type { RankExit, RankRunner, RankSinks } from '../rank_runner.js';
 import { TailBuffer } from '../tail_buffer.js';
 import type { LauncherToPage, PageToLauncher } from './page_protocol.js';
 import { describeBrowser } from './user_agent.js';
+
+const kKeptLines = 60;
 
 /** What a page is told when it takes this rank. */
 export interface Assignment {
@@ -37,9 +40,12 @@ export class BrowserRank implements RankRunner {
     readonly rank: number,
     private readonly assignment: Assignment,
     sinks: RankSinks,
-    tailLines: number,
+    private readonly tailLines: number,
+    /** With --dashboard: the page's reports, passed on (report_forwarder.ts). */
+    private readonly onReport?: (rank: BrowserRank, body: string) => void,
   ) {
-    this.tail = new TailBuffer(tailLines);
+    // More lines than shown: enough to find the error the program died of (rank_error.ts).
+    this.tail = new TailBuffer(Math.max(tailLines, kKeptLines));
     const onLine = (line: string) => {
       this.tail.push(line);
       sinks.line?.(line);
@@ -66,6 +72,14 @@ export class BrowserRank implements RankRunner {
 
   get hasStarted(): boolean {
     return this.socket !== undefined;
+  }
+
+  get hasExited(): boolean {
+    return this.exit !== undefined;
+  }
+
+  get exitStatus(): RankExit | undefined {
+    return this.exit;
   }
 
   /** A page takes the rank: it gets its assignment, and the rank runs from now on. */
@@ -100,8 +114,18 @@ export class BrowserRank implements RankRunner {
   }
 
   lastLines(): string[] {
-    return this.tail.toArray();
+    const lines = this.tail.toArray();
+    return lines.slice(Math.max(0, lines.length - this.tailLines));
   }
+
+  failureLines(): { error: RankError | undefined; lastLines: string[] } {
+    const lines = this.tail.toArray();
+    const error = findRankError(lines);
+    return { error, lastLines: linesToShow(lines, error, this.tailLines) };
+  }
+
+  /** A page's output arrives before its exit message, on the same socket: nothing is left to wait for. */
+  async outputEnded(): Promise<void> {}
 
   async drain(): Promise<void> {
     this.stdout.end();
@@ -116,6 +140,7 @@ export class BrowserRank implements RankRunner {
       return;
     }
     if (message.type === 'output') (message.stream === 'stderr' ? this.stderr : this.stdout).push(message.text);
+    else if (message.type === 'report') this.onReport?.(this, String(message.body));
     else if (message.type === 'exit') {
       const code = Number.isSafeInteger(message.code) ? message.code : 1;
       this.end({ code, ...(message.reason !== undefined && { reason: `(${this.host}) ${message.reason}` }) });

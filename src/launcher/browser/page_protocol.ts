@@ -7,7 +7,8 @@
  * A page's life, as ringrun sees it:
  *   page → ringrun  join      (on connect; with the browser's name, to show in reports)
  *   ringrun → page  assigned  (the rank, its environment, the script URLs) or `refused` (why)
- *   page → ringrun  output*   (what the program printed), then exactly one `exit`
+ *   page → ringrun  output*   (what the program printed) and, with --dashboard, report*
+ *                             (its engine's reports), then exactly one `exit`
  *   ringrun → page  stop      (the job ends: the page stops its workers and says `exit`)
  * A control socket that closes before `exit` is the tab closed or crashed: the rank failed.
  */
@@ -63,7 +64,13 @@ export interface ExitMessage {
   reason?: string;
 }
 
-export type PageToLauncher = JoinMessage | OutputMessage | ExitMessage;
+/** With --dashboard: the engine's report (engine/dashboard_reporter.ts), which ringrun passes on. */
+export interface ReportMessage {
+  type: 'report';
+  body: string;
+}
+
+export type PageToLauncher = JoinMessage | OutputMessage | ExitMessage | ReportMessage;
 export type LauncherToPage = AssignedMessage | RefusedMessage | StopMessage;
 
 /** Program worker → page: what the rank's prelude (rank_prelude.ts) reports (ringreduce's own: engine/browser_protocol.ts). */

@@ -102,6 +102,8 @@ interface RankRecord {
   receivedAt: number;
   pid: number | null;
   exit: { text: string; failed: boolean } | null;
+  /** The error the launcher read in the rank's output after it failed (launcher/rank_error.ts). */
+  error: string | null;
   rates: { collectives: number; sent: number; received: number };
   seen: Set<string>;
 }
@@ -128,6 +130,7 @@ export class DashboardModel {
       receivedAt: 0,
       pid: null,
       exit: null,
+      error: null,
       rates: { collectives: 0, sent: 0, received: 0 },
       seen: new Set<string>(),
     }));
@@ -152,6 +155,7 @@ export class DashboardModel {
     } else if (previous !== undefined && previous.pid !== report.pid) {
       // A new process for this rank (ringrun --max-restarts): its old exit is history.
       record.exit = null;
+      record.error = null;
       record.rates = { collectives: 0, sent: 0, received: 0 };
     }
     record.report = report;
@@ -173,6 +177,10 @@ export class DashboardModel {
       this.version++;
       return;
     }
+    // The error a failed rank printed: it died of it, so it is its last error (the rank could not report it).
+    const error = /^error of rank (\d+): (.*)$/.exec(text);
+    const errorOf = error ? this.ranks[Number(error[1])] : undefined;
+    if (errorOf) errorOf.error = error?.[2] as string;
     if (this.failureReport !== null && this.exitCode === null) {
       if (this.failureReport.length < kMaxReportLines) this.failureReport.push(text);
       this.version++;
@@ -183,13 +191,14 @@ export class DashboardModel {
       this.addEvent({ t: now, level: 'error', rank: null, text });
       return;
     }
+    // A local rank, a remote one ("on HOST ..."), or a browser rank ("(BROWSER) ...").
     const exited =
-      /^rank (\d+) ((?:exited with code (\d+)|was killed by \w+|could not be started: .*|on \S+ .*?))(?:; stopping .*)?$/.exec(
+      /^rank (\d+) ((?:exited with code \d+|was killed by \w+|could not be started: .*|on \S+ .*?|\(.+?\) .*?)( before calling init\(\))?)(?:; stopping .*)?$/.exec(
         text,
       );
     if (exited) {
       const record = this.ranks[Number(exited[1])];
-      const failed = exited[3] !== '0';
+      const failed = exited[3] !== undefined || !/exited with code 0$/.test(exited[2] as string);
       if (record) record.exit = { text: exited[2] as string, failed };
       // A clean exit is said only with --verbose: not worth an event.
       if (failed) this.addEvent({ t: now, level: 'error', rank: Number(exited[1]), text });
@@ -301,7 +310,7 @@ export class DashboardModel {
       receivedPerSec: record.exit === null ? record.rates.received : 0,
       pendingCount: report?.stats?.pending ?? 0,
       pending,
-      lastError: report?.lastError?.text ?? null,
+      lastError: record.error ?? report?.lastError?.text ?? null,
       exit: record.exit?.text ?? null,
       silentMs,
     };

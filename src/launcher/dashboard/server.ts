@@ -253,7 +253,13 @@ function parseReport(text: string): RankReport | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const r = value as Partial<RankReport>;
   const isInt = (n: unknown) => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
-  if (!isInt(r.rank) || !isInt(r.size) || !isInt(r.pid) || typeof r.t !== 'number' || typeof r.state !== 'string')
+  if (
+    !isInt(r.rank) ||
+    !isInt(r.size) ||
+    !(r.pid === null || isInt(r.pid)) ||
+    typeof r.t !== 'number' ||
+    typeof r.state !== 'string'
+  )
     return undefined;
   if (!['starting', 'running', 'idle', 'failed', 'finished'].includes(r.state)) return undefined;
   if (!Array.isArray(r.pending) || !Array.isArray(r.warnings) || typeof r.host !== 'string') return undefined;

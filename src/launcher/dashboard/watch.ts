@@ -21,7 +21,8 @@ type Run = (config: LaunchConfig, io: RunIo) => Promise<number>;
 /** `run`, watched by a dashboard served at `address`. */
 export function withDashboard(address: DashboardAddress, run: Run): Run {
   return async (config, io) => {
-    const size = Math.max(config.np, config.elastic?.maxNp ?? 0);
+    // Browser ranks come after the -np Node ranks (in an elastic job, within --max-np).
+    const size = Math.max(config.np + (config.browser?.count ?? 0), config.elastic?.maxNp ?? 0);
     const model = new DashboardModel(size, [config.command, ...config.args].join(' '), hostname());
     const viewToken = randomBytes(16).toString('hex');
     const ingestToken = randomBytes(16).toString('hex');
@@ -51,8 +52,8 @@ export function withDashboard(address: DashboardAddress, run: Run): Run {
         io.log(message);
       },
       debug: (message) => {
-        // Only what the page shows (pids, exits) of the verbose messages.
-        if (/^rank \d+ /.test(message)) model.launcherLine(message);
+        // Only what the page shows (pids, exits, errors) of the verbose messages.
+        if (/^(?:error of )?rank \d+[ :]/.test(message)) model.launcherLine(message);
         io.debug(message);
       },
     };

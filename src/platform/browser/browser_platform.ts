@@ -3,8 +3,11 @@
  * engine/browser_protocol.ts how the rank's threads talk).
  */
 import { InvalidArgumentError } from '../../core/errors.js';
+import { WebStoreClient } from '../../rendezvous/web_store_client.js';
+import { redacted } from '../../transport/web/index.js';
+import { ElasticWorker } from '../elastic_worker.js';
 import type { Platform } from '../platform.js';
-import { pageEnvironment, startPageEngine } from './page_link.js';
+import { pageEnvironment, startPageEngine, tellRankClosed } from './page_link.js';
 
 /**
  * Whether Atomics.wait may block here: a page's main thread throws a TypeError (the value
@@ -40,9 +43,16 @@ export const platform: Platform = Object.freeze({
   collector: () => undefined,
   mayBlock: () => kMayBlock,
   programArgs: readProgramArgs,
-  joinElastic: async () => {
-    throw new InvalidArgumentError(
-      'elastic jobs (ringrun --elastic) have no browser ranks: their generations come from a TCP store, which a browser cannot reach',
-    );
+  joinElastic: async (config, id) => {
+    if (config.storeUrl === undefined) {
+      throw new InvalidArgumentError(
+        'an elastic browser rank meets the launcher through its store bridge: RINGREDUCE_STORE_URL is not set (ringrun --elastic --browser sets it)',
+      );
+    }
+    const socket = new WebSocket(config.storeUrl);
+    socket.binaryType = 'arraybuffer';
+    const store = await WebStoreClient.connect(socket, redacted(config.storeUrl), config.startTimeoutMs);
+    return new ElasticWorker(config, id, store);
   },
+  rankClosed: tellRankClosed,
 } satisfies Platform);

@@ -74,6 +74,11 @@ export async function pageEnvironment(): Promise<Environment> {
   }
 }
 
+/** Tells the page that the rank has shut down for good (Platform.rankClosed). */
+export function tellRankClosed(): void {
+  workerScope()?.postMessage({ type: 'ringreduce:rank-closed' });
+}
+
 /** Names an engine in the messages about it. */
 function engineName(): string {
   return Array.from(globalThis.crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('');

@@ -1,7 +1,9 @@
 /** The platform of a Node process (platform.ts says how `#platform` picks it). */
 import { v8Collector } from '../../core/v8_collector.js';
+import { JobKey } from '../../rendezvous/auth.js';
+import { TcpStoreClient } from '../../rendezvous/tcp_store.js';
+import { ElasticWorker } from '../elastic_worker.js';
 import type { Platform } from '../platform.js';
-import { ElasticWorker } from './elastic_worker.js';
 import { startEngineWorker } from './engine_worker.js';
 
 export const platform: Platform = Object.freeze({
@@ -12,5 +14,14 @@ export const platform: Platform = Object.freeze({
   programArgs: () => Object.freeze(process.argv.slice(2)),
   // Node lets every thread block, its main thread too.
   mayBlock: () => true,
-  joinElastic: (config, id) => ElasticWorker.connect(config, id),
+  joinElastic: async (config, id) => {
+    const store = await TcpStoreClient.connect({
+      host: config.storeHost,
+      port: config.storePort,
+      connectTimeoutMs: config.startTimeoutMs,
+      key: new JobKey(config.secret),
+    });
+    return new ElasticWorker(config, id, store);
+  },
+  rankClosed: () => {},
 } satisfies Platform);

@@ -4,12 +4,15 @@
  * it, starts the rank's engine worker when the program asks (engine_host.ts), forwards what the
  * program prints, and tells ringrun how the rank ended.
  *
- * When a rank has ended: its program's module has finished evaluating and the engine it started
- * has been shut down (a page cannot see, as Node does, that nothing is left to run: a program
- * that calls `main()` without awaiting it has evaluated long before it calls init()), or it
- * failed (an uncaught error, a module that does not load). The main thread does no work of the rank: a hidden tab's throttled timers do not slow
+ * When a rank has ended: its program's module has finished evaluating and its shutdown() has
+ * resolved (a page cannot see, as Node does, that nothing is left to run: a program that calls
+ * `main()` without awaiting it has evaluated long before it calls init(), and an elastic job
+ * stops one engine and starts the next at each re-form), or it failed (an uncaught error, a
+ * module that does not load). The main thread does no work of the rank: a hidden tab's throttled timers do not slow
  * the rank, whose program and engine run in workers.
  */
+
+import type { ProgramToPage } from '../../../engine/browser_protocol.js';
 import {
   type AssignedMessage,
   kPagePaths,
@@ -60,6 +63,8 @@ let program: Worker | undefined;
 let engines: EngineHost | undefined;
 const channels = new Map<Worker, DataChannelService>();
 let evaluated = false;
+/** The program's shutdown() has resolved (a re-form of an elastic job stops an engine, not the rank). */
+let closed = false;
 
 function start(assigned: AssignedMessage): void {
   rank = assigned.rank;
@@ -72,6 +77,7 @@ function start(assigned: AssignedMessage): void {
   engines = hostEngines(program, new URL(assigned.engineUrl, location.href), {
     env: assigned.env,
     output: (text) => send({ type: 'output', stream: 'stderr', text }),
+    report: (body) => send({ type: 'report', body }),
     started: (engine) => channels.set(engine, serveDataChannels(engine)),
     stopped: (engine) => {
       channels.get(engine)?.closeAll();
@@ -79,9 +85,12 @@ function start(assigned: AssignedMessage): void {
       maybeFinished();
     },
   });
-  program.addEventListener('message', (event: MessageEvent<PreludeToPage>) => {
+  program.addEventListener('message', (event: MessageEvent<PreludeToPage | ProgramToPage>) => {
     const message = event.data;
-    if (message?.type === 'ringreduce:output') send({ type: 'output', stream: message.stream, text: message.text });
+    if (message?.type === 'ringreduce:rank-closed') {
+      closed = true;
+      maybeFinished();
+    } else if (message?.type === 'ringreduce:output') send({ type: 'output', stream: message.stream, text: message.text });
     else if (message?.type === 'ringreduce:evaluated') {
       evaluated = true;
       maybeFinished();
@@ -107,7 +116,7 @@ function maybeFinished(): void {
 }
 
 function finished(): boolean {
-  return evaluated && engines !== undefined && engines.started > 0 && engines.running === 0;
+  return evaluated && closed && engines?.running === 0;
 }
 
 function finish(code: number, reason?: string): void {

@@ -17,6 +17,8 @@ export interface EngineHostOptions {
   env?: Record<string, string>;
   /** A line an engine logged, ending in '\n' (it also went to the console): ringrun's page passes it on as the rank's stderr. */
   output?(text: string): void;
+  /** A report for ringrun's dashboard from an engine (JSON): ringrun's page passes it on. */
+  report?(body: string): void;
   /** An engine's worker has started (the page serves its data channels). */
   started?(engine: Worker): void;
   /** An engine's worker has been terminated: the program stopped it, or it failed. */
@@ -68,8 +70,9 @@ export function hostEngines(program: Worker, engineUrl: string | URL, options: E
       failed(engine, what);
     });
     worker.addEventListener('message', (event) => {
-      if (isMessage<EngineToPage>(event.data) && event.data.type === 'ringreduce:engine-output')
-        options.output?.(event.data.text);
+      if (!isMessage<EngineToPage>(event.data)) return;
+      if (event.data.type === 'ringreduce:engine-output') options.output?.(event.data.text);
+      else if (event.data.type === 'ringreduce:engine-report') options.report?.(event.data.body);
     });
     worker.postMessage(message, [message.port]);
     options.started?.(worker);

@@ -1,34 +1,24 @@
 /**
- * This process as a worker of an elastic job (ringrun --elastic): it meets the launcher's store
- * (over TCP: Node only) and takes its rank and size from each generation the launcher publishes
- * (rendezvous/generations.ts).
+ * This rank as a worker of an elastic job (ringrun --elastic): it takes its rank and size from
+ * each generation the launcher publishes in its store (rendezvous/generations.ts). The store
+ * connection is the platform's: TCP on Node, the launcher's WebSocket bridge in a browser.
  */
-import type { Config } from '../../core/config.js';
-import { JobKey } from '../../rendezvous/auth.js';
-import { awaitGeneration, generationJobId, latestGeneration, placementOf } from '../../rendezvous/generations.js';
-import { TcpStoreClient } from '../../rendezvous/tcp_store.js';
-import type { ElasticMembership } from '../platform.js';
+import type { Config } from '../core/config.js';
+import { awaitGeneration, generationJobId, latestGeneration, placementOf } from '../rendezvous/generations.js';
+import type { Store } from '../rendezvous/store.js';
+import type { ElasticMembership } from './platform.js';
 
 export class ElasticWorker implements ElasticMembership {
   private current = 0;
   /** When the latest generation was last asked for, and what it was (commits ask often). */
   private checked = { at: Number.NEGATIVE_INFINITY, latest: 0 };
 
-  private constructor(
+  /** Worker `id` of the job `base` describes, over `store` (which it closes with itself). */
+  constructor(
     private readonly base: Config,
     private readonly id: string,
-    private readonly store: TcpStoreClient,
+    private readonly store: Store,
   ) {}
-
-  static async connect(base: Config, id: string): Promise<ElasticWorker> {
-    const store = await TcpStoreClient.connect({
-      host: base.storeHost,
-      port: base.storePort,
-      connectTimeoutMs: base.startTimeoutMs,
-      key: new JobKey(base.secret),
-    });
-    return new ElasticWorker(base, id, store);
-  }
 
   /** The generation this worker runs in (1, 2, ...; 0 before the first). */
   get generation(): number {

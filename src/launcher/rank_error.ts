@@ -1,0 +1,106 @@
+/**
+ * The error a rank died of, read from its last lines of output: the block Node prints for an
+ * uncaught exception or an unhandled rejection (the same that `console.error(error)` prints):
+ *
+ * ```
+ * file:///app/train.js:5          <- where it was thrown, the source line and a caret
+ *   throw new Error('bad batch');
+ *   ^
+ *
+ * Error: bad batch                 <- the header: name and message (a message may span lines)
+ *     at file:///app/train.js:5:9  <- its frames, indented four spaces
+ *     at ... {
+ *   code: 'ERR_RR_PEER_FAILURE',   <- its own properties, a PeerFailureError's peerRank among them
+ *   peerRank: 1
+ * }
+ *
+ * Node.js v20.19.0
+ * ```
+ *
+ * ringrun reads it to show the error itself in its report (not the frames after it) and to
+ * tell a rank that failed on its own from one that died because a peer failed (a
+ * PeerFailureError, whose peerRank names that peer).
+ */
+
+export interface RankError {
+  /** The header's first line: "Error: bad batch", "PeerFailureError: rank 1 failed: ...". */
+  summary: string;
+  name: string;
+  /** The rank a PeerFailureError blames (its `peerRank`): this rank died because that one failed. */
+  peerRank?: number;
+  /** Where the error is in the lines it was read from: its header, and the end of its first frames (exclusive). */
+  start: number;
+  end: number;
+}
+
+/** The frames shown after an error's header. */
+export const kShownFrames = 5;
+/** A message longer than this many lines is not told from other output. */
+const kMaxMessageLines = 20;
+/** A top-level frame: an error's `cause` and an AggregateError's errors print theirs further indented. */
+const kFrame = /^ {4}at \S/;
+/** `Name`, `Name: message`, or Node's own `TypeError [ERR_CODE]: message`. */
+const kHeader = /^([A-Za-z_$][\w$]*)(?: \[[\w.]+\])?(?:: |$)/;
+const kErrorName = /(?:Error|Exception)$/;
+
+/** The last error block in `lines` (oldest first), or undefined when they hold none. */
+export function findRankError(lines: readonly string[]): RankError | undefined {
+  let first = -1;
+  for (let i = lines.length - 1; i >= 0; i--) {
+    if (kFrame.test(lines[i] ?? '') && !kFrame.test(lines[i - 1] ?? '')) {
+      first = i;
+      break;
+    }
+  }
+  if (first <= 0) return undefined;
+  const start = headerBefore(lines, first);
+  if (start === undefined) return undefined;
+  let last = first;
+  while (kFrame.test(lines[last + 1] ?? '')) last++;
+  const summary = lines[start] as string;
+  const name = (kHeader.exec(summary) as RegExpExecArray)[1] as string;
+  const peerRank = name === 'PeerFailureError' ? peerRankAfter(lines, last + 1) : undefined;
+  return {
+    summary,
+    name,
+    ...(peerRank !== undefined && { peerRank }),
+    start,
+    end: Math.min(last + 1, first + kShownFrames),
+  };
+}
+
+/**
+ * The lines to show of a rank's output: its last `count` lines, or, when they hold an error,
+ * the lines up to its first frames, the error's header always among them.
+ */
+export function linesToShow(lines: readonly string[], error: RankError | undefined, count: number): string[] {
+  if (error === undefined) return lines.slice(Math.max(0, lines.length - count));
+  const from = Math.min(error.start, Math.max(0, error.end - count));
+  const shown = lines.slice(from, Math.min(error.end, from + count));
+  // The last frame before the error's own properties ends with their opening brace.
+  const last = shown.length - 1;
+  if (last >= 0 && kFrame.test(shown[last] as string)) shown[last] = (shown[last] as string).replace(/ \{$/, '');
+  return shown;
+}
+
+/** The nearest header above the first frame: one named ...Error or ...Exception, else any. */
+function headerBefore(lines: readonly string[], first: number): number | undefined {
+  const lowest = Math.max(0, first - 1 - kMaxMessageLines);
+  let any: number | undefined;
+  for (let i = first - 1; i >= lowest; i--) {
+    const match = kHeader.exec(lines[i] ?? '');
+    if (match === null) continue;
+    if (kErrorName.test(match[1] as string)) return i;
+    any ??= i;
+  }
+  return any;
+}
+
+/** `peerRank: N` among the properties printed after the frames (up to the closing brace). */
+function peerRankAfter(lines: readonly string[], from: number): number | undefined {
+  for (let i = from; i < lines.length && lines[i] !== '}'; i++) {
+    const match = /^ {2}peerRank: (\d+),?$/.exec(lines[i] as string);
+    if (match) return Number(match[1]);
+  }
+  return undefined;
+}
