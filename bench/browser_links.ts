@@ -6,12 +6,13 @@
  * 1. Raw, in headless Chromium (puppeteer-core): a page's worker and this process over one
  *    WebSocket, 1 MiB messages each way; two pages' workers over one RTCDataChannel, 64 KiB
  *    messages each way (the message sizes the web transport uses). Flow control on
- *    bufferedAmount as the transport does it; the receiver times `--mib` MiB.
+ *    bufferedAmount as the transport does it; the receiver times `--mib` MiB. Then the median
+ *    round trip of 4-byte messages on each (`--small` of them).
  * 2. ringreduce: `ringrun -np 2 --browser 2 --headless` running bench/browser_rank.ts: rr.send
  *    and rr.recv of `--mib` MiB over the same kinds of link (Node rank 0 ↔ tab 2: WebSocket; tab 2
  *    ↔ tab 3: data channel; Node 0 ↔ Node 1: WebSocket between Node ranks), a `--mib` MiB
- *    allreduce on the 4 ranks (its bus bandwidth against the slowest raw link), and 4-byte
- *    allreduces (p50 and mean).
+ *    allreduce on the 4 ranks (its bus bandwidth against the slowest raw link), 4-byte
+ *    allreduces (p50 and mean), and 4-byte round trips of rr.send and rr.recv on each link.
  *
  * Needs Chromium (CHROME_PATH, or /usr/bin/chromium) and a default route (WebRTC's addresses).
  */
@@ -87,6 +88,23 @@ function receiveAll(channel) {
     });
   });
 }
+/** The median round trip (µs) of 4-byte messages the other side echoes. */
+async function roundTrips(channel, count) {
+  const ping = new Uint8Array(4);
+  const times = [];
+  let echo = () => {};
+  channel.addEventListener('message', (e) => e.data.byteLength === 4 && echo());
+  for (let i = 0; i < count; i++) {
+    const echoed = new Promise((r) => { echo = r; });
+    const started = performance.now();
+    channel.send(ping);
+    await echoed;
+    times.push(performance.now() - started);
+  }
+  times.sort((x, y) => x - y);
+  return times[Math.floor(times.length / 2)] * 1000;
+}
+const pings = Number(params.get('pings'));
 if (params.get('probe') === 'ws') {
   const ws = new WebSocket('ws://' + location.host + '/ws'); ws.binaryType = 'arraybuffer';
   const down = receiveAll(ws);
@@ -95,7 +113,9 @@ if (params.get('probe') === 'ws') {
     if (typeof e.data !== 'string') return;
     const up = Number(e.data);
     ws.send('down');
-    postMessage({ up, down: await down });
+    const downRate = await down;
+    ws.send('echo');
+    postMessage({ up, down: downRate, rttUs: await roundTrips(ws, pings) });
   };
 } else {
   onmessage = async (e) => {
@@ -106,8 +126,11 @@ if (params.get('probe') === 'ws') {
     await new Promise((r) => channel.readyState === 'open' ? r() : channel.addEventListener('open', r, { once: true }));
     if (side === 'a') await sendAll(channel, 64 << 10, 1 << 20);
     const mine = await received;
-    if (side === 'b') await sendAll(channel, 64 << 10, 1 << 20);
-    postMessage({ received: mine });
+    if (side === 'b') {
+      channel.addEventListener('message', (e) => e.data.byteLength === 4 && channel.send(e.data));
+      await sendAll(channel, 64 << 10, 1 << 20);
+      postMessage({ received: mine });
+    } else postMessage({ received: mine, rttUs: await roundTrips(channel, pings) });
   };
 }
 `;
@@ -117,6 +140,9 @@ interface RawFigures {
   wsDown: number;
   dcAtoB: number;
   dcBtoA: number;
+  /** Median round trips of 4-byte messages, µs. */
+  wsRttUs: number;
+  dcRttUs: number;
 }
 
 /** The raw links, in headless Chromium. */
@@ -138,10 +164,16 @@ async function raw(): Promise<RawFigures> {
         ws.on('message', (data) => signals.get(side === 'a' ? 'b' : 'a')?.send(String(data)));
         return;
       }
-      // The page's worker sends `bytes` (up), then asks for as many (down).
+      // The page's worker sends `bytes` (up), then asks for as many (down), then has its pings echoed.
       let got = 0;
       let started = 0;
+      let echo = false;
       ws.on('message', (data: Buffer, binary) => {
+        if (echo) return void ws.send(data);
+        if (!binary && String(data) === 'echo') {
+          echo = true;
+          return;
+        }
         if (!binary) {
           const chunk = Buffer.alloc(1 << 20);
           const next = (sent: number): void => {
@@ -163,20 +195,28 @@ async function raw(): Promise<RawFigures> {
   const browser = await puppeteer.launch({ executablePath: kChromium, headless: true, userDataDir: profile, args: kFlags });
 
   const result = async <T>(page: Page): Promise<T> => {
-    await page.waitForFunction('window.result !== undefined', { timeout: 120_000 });
+    // Polled on a timer: a tab in the background runs no animation frames.
+    await page.waitForFunction('window.result !== undefined', { timeout: 120_000, polling: 100 });
     return page.evaluate('window.result') as Promise<T>;
   };
   try {
     const wsPage = await browser.newPage();
-    await wsPage.goto(`${origin}/?probe=ws&bytes=${bytes}`);
-    const ws = await result<{ up: number; down: number }>(wsPage);
+    await wsPage.goto(`${origin}/?probe=ws&bytes=${bytes}&pings=${options.small}`);
+    const ws = await result<{ up: number; down: number; rttUs: number }>(wsPage);
     const [a, b] = [await browser.newPage(), await browser.newPage()];
-    await b.goto(`${origin}/?probe=dc&side=b&bytes=${bytes}`);
-    await a.goto(`${origin}/?probe=dc&side=a&bytes=${bytes}`);
+    await b.goto(`${origin}/?probe=dc&side=b&bytes=${bytes}&pings=${options.small}`);
+    await a.goto(`${origin}/?probe=dc&side=a&bytes=${bytes}&pings=${options.small}`);
     // One after the other: b has the first figure long before a has the second.
     const atB = await result<{ received: number }>(b);
-    const atA = await result<{ received: number }>(a);
-    return { wsUp: ws.up, wsDown: ws.down, dcAtoB: atB.received, dcBtoA: atA.received };
+    const atA = await result<{ received: number; rttUs: number }>(a);
+    return {
+      wsUp: ws.up,
+      wsDown: ws.down,
+      dcAtoB: atB.received,
+      dcBtoA: atA.received,
+      wsRttUs: ws.rttUs,
+      dcRttUs: atA.rttUs,
+    };
   } finally {
     await browser.close();
     rmSync(profile, { recursive: true, force: true });
@@ -189,6 +229,8 @@ async function raw(): Promise<RawFigures> {
 interface RingreduceFigures {
   size: number;
   links: Record<string, number>;
+  /** Median round trips of 4-byte rr.send/rr.recv, µs, by pair. */
+  rtts: Record<string, number>;
   allreduce: { ms: number; busMBps: number };
   small: { p50: number; mean: number };
 }
@@ -255,3 +297,9 @@ console.log(
 console.log(
   `allreduce of 4 B on the same ranks: p50 ${(ours.small.p50 / 1000).toFixed(2)} ms, mean ${(ours.small.mean / 1000).toFixed(2)} ms`,
 );
+const ms = (us: number | undefined) => (us === undefined ? '-' : (us / 1000).toFixed(2));
+console.log('\n| round trip of 4 B (p50, ms) | raw | ringreduce (rr.send, rr.recv) |');
+console.log('|---|---:|---:|');
+console.log(`| WebSocket, tab ↔ Node (ranks 2, 0) | ${ms(rawFigures.wsRttUs)} | ${ms(ours.rtts['0-2'])} |`);
+console.log(`| data channel, tab ↔ tab (ranks 2, 3) | ${ms(rawFigures.dcRttUs)} | ${ms(ours.rtts['2-3'])} |`);
+console.log(`| WebSocket, Node ↔ Node (ranks 0, 1) | | ${ms(ours.rtts['0-1'])} |`);

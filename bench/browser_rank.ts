@@ -7,6 +7,7 @@
  *
  * - `links`: for each pair and direction, MB/s of `--mib` MiB messages sent with rr.send and
  *   received with rr.recv into a reused buffer, timed by the receiver over `--reps` messages;
+ * - `rtts`: for each pair a-b, the median round trip (µs) of a 4-byte rr.send and rr.recv, `--small` times;
  * - `allreduce`: the mean ms of a `--mib` MiB float32 allreduce into a reused `out`, and its
  *   bus bandwidth (2(N-1)/N × bytes / time, what each link carries);
  * - `small`: p50 and mean µs of a named 4-byte allreduce.
@@ -63,6 +64,33 @@ for (const [a, b] of pairs) {
   }
 }
 
+/** The median round trip (µs) of 4-byte messages between `a` and `b`, as `a` sees it; undefined on other ranks. */
+async function roundTrip(a: number, b: number, tag: number): Promise<number | undefined> {
+  const ping = new Uint8Array(new SharedArrayBuffer(4));
+  const times: number[] = [];
+  for (let i = 0; i < small + 20; i++) {
+    if (rank === a) {
+      const started = performance.now();
+      await rr.send(ping, { to: b, tag });
+      await rr.recv(ping, { from: b, tag });
+      if (i >= 20) times.push(performance.now() - started);
+    } else if (rank === b) {
+      await rr.recv(ping, { from: a, tag });
+      await rr.send(ping, { to: a, tag });
+    }
+  }
+  times.sort((x, y) => x - y);
+  return rank === a ? (times[Math.floor(times.length / 2)] ?? 0) * 1000 : undefined;
+}
+
+const rtts: Record<string, number> = {};
+for (const [a, b] of pairs) {
+  const rtt = await roundTrip(a, b, tag++);
+  const all = await rr.allgatherObject(rtt ?? null, { name: `rtt/${a}-${b}` });
+  const seen = all.find((r) => r !== null);
+  if (typeof seen === 'number') rtts[`${a}-${b}`] = seen;
+}
+
 const tensor = new Float32Array(bytes / 4).fill(1);
 const out = new Float32Array(new SharedArrayBuffer(bytes));
 await rr.allreduce(tensor, { name: 'large', out });
@@ -93,6 +121,7 @@ if (rank === 0) {
     size,
     mib,
     links,
+    rtts,
     allreduce: { ms: slowestLarge, busMBps: ((2 * (size - 1)) / size) * (bytes / slowestLarge / 1000) },
     small: {
       p50: Math.max(...(timesOf as { p50: number }[]).map((t) => t.p50)),

@@ -2,7 +2,13 @@
  * ringreduce/tfjs: data-parallel training for TensorFlow.js. Public exports only.
  * `@tensorflow/tfjs` is a peer dependency: the adapter uses the application's copy, so its
  * tensors, optimizers and models are the ones the application creates.
+ *
+ * One statement besides the exports: importing the adapter keeps Node's handling of uncaught
+ * errors when TF.js's wasm backend starts (node_error_handling.ts says why).
  */
+import { keepNodeErrorHandling } from './node_error_handling.js';
+
+keepNodeErrorHandling();
 
 export { BroadcastGlobalVariablesCallback } from './broadcast_callback.js';
 export {
