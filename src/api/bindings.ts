@@ -9,10 +9,19 @@ import { isUnnamed } from '../core/collective_ops.js';
 import type { TypedArray } from '../core/types.js';
 import type { Request } from '../engine/messages.js';
 import type { PeerRequest } from '../engine/peer_request.js';
-import type { Call } from './engine_client.js';
 
 /** Bindings kept at most; past it the least recently used is dropped (a loop with ever new names). */
 const kMaxBindings = 4096;
+
+/** What of a call (engine_client.ts: Call) decides whether the engine holds it. */
+export interface BindableCall {
+  request: Request | PeerRequest;
+  buffer: TypedArray | undefined;
+  output?: TypedArray | undefined;
+  fresh?: boolean | undefined;
+  released?: (() => void) | undefined;
+  set?: number | undefined;
+}
 
 interface Binding {
   slot: number;
@@ -34,7 +43,7 @@ export class Bindings {
   private nextSlot = 0;
 
   /** The slot of `call` when the engine holds exactly this submission, else undefined. */
-  slotOf(call: Call): number | undefined {
+  slotOf(call: BindableCall): number | undefined {
     const binding = this.bySet.get(call.set ?? 0)?.get(call.request.name);
     if (
       binding === undefined ||
@@ -47,7 +56,7 @@ export class Bindings {
   }
 
   /** Binds `call` to a new slot when it can repeat (see the header); undefined when it cannot. */
-  bind(call: Call): NewBinding | undefined {
+  bind(call: BindableCall): NewBinding | undefined {
     const { request } = call;
     if (call.fresh || call.released !== undefined || isPeer(request) || isUnnamed(request.name)) return undefined;
     const set = call.set ?? 0;
