@@ -1,4 +1,12 @@
-/** ringreduce: collective communication and data-parallel training for Node.js. */
+/**
+ * ringreduce: collective communication and data-parallel training for Node.js.
+ * @example
+ * import * as rr from 'ringreduce';
+ * await rr.init();
+ * const sum = await rr.allreduce(new Float32Array([rr.rank()]));
+ * await rr.shutdown();
+ * @module
+ */
 
 // The module functions (rr.init, rr.allreduce, ...) and the option types of every collective.
 export * from './api/default_runtime.js';

@@ -12,7 +12,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import * as rr from '../../src/index.js';
+import * as rr from 'ringreduce';
 
 const { values: options } = parseArgs({
   options: {

@@ -105,9 +105,7 @@ async function mainElastic(options: TrainOptions, train: Digits, test: Digits): 
   const accuracy = await testAccuracy(run.model, test, { rank, size });
   log(`test accuracy ${accuracy.toFixed(4)} (${kTestCount} images)`);
   const { digest, identical } = await compareWeights(run.model);
-  console.log(
-    `worker ${rr.runtime().config.elasticWorker ?? '-'} is rank ${rank} of ${size}: weights checksum ${digest}`,
-  );
+  console.log(`worker ${rr.runtime().config.elasticWorker ?? '-'} is rank ${rank} of ${size}: weights checksum ${digest}`);
   log(`weights checksum ${digest}: ${identical ? `identical on all ${size} rank(s)` : 'DIFFERS between ranks'}`);
   await rr.shutdown();
   if (!identical) throw new Error('ranks ended with different weights');

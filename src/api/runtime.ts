@@ -70,6 +70,8 @@ export class RingReduce {
   /** The life of this rank's calls: preparation, names in flight, pooled memory, submission (calls.ts). */
   private readonly calls: Calls;
   private shutDown = false;
+  /** Cancels the shutdown that runs when the program ends without calling it (Platform.atProgramEnd). */
+  private readonly cancelShutdownAtEnd: () => void;
   /** The process sets, by id: the world is not one of them. */
   private readonly sets = new Map<number, ProcessSet>();
   /** The id the next set gets: the same sequence on every rank (static sets first). */
@@ -83,6 +85,7 @@ export class RingReduce {
   ) {
     this.calls = new Calls(engine, this.owner());
     for (const ranks of current.processSets) this.registerSet(ranks);
+    this.cancelShutdownAtEnd = platform.atProgramEnd(() => this.shutdown());
   }
 
   /**
@@ -412,6 +415,7 @@ export class RingReduce {
   async shutdown(): Promise<void> {
     if (this.shutDown) return;
     this.shutDown = true;
+    this.cancelShutdownAtEnd();
     this.calls.close();
     await this.engine.shutdown();
     await this.elastic?.close();

@@ -149,8 +149,84 @@ const kOptionsSchema = z.strictObject({
   processSets: z.array(z.array(rankField).min(1)).optional(),
 });
 
-/** Options of init(); each wins over its environment variable (docs/env.md). */
-export type InitOptions = z.input<typeof kOptionsSchema>;
+/**
+ * Options of `init()`. Each wins over its environment variable (docs/env.md); every one is
+ * optional, and an unknown one is refused by name.
+ * @example
+ * await rr.init({ startTimeoutMs: 120_000, logLevel: 'info' });
+ */
+export interface InitOptions {
+  /** This process's rank, `0 … size-1` (`RINGREDUCE_RANK`); with `size`, starts a rank without a launcher. */
+  rank?: number;
+  /** The number of ranks in the job (`RINGREDUCE_SIZE`); `init({ size: 1 })` runs this process alone. */
+  size?: number;
+  /** This rank among the ranks on its host (`RINGREDUCE_LOCAL_RANK`). */
+  localRank?: number;
+  /** The number of ranks on this host (`RINGREDUCE_LOCAL_SIZE`). */
+  localSize?: number;
+  /** The index of this host among the job's hosts (`RINGREDUCE_CROSS_RANK`). */
+  crossRank?: number;
+  /** The number of hosts in the job (`RINGREDUCE_CROSS_SIZE`). */
+  crossSize?: number;
+  /** `host:port` of the rendezvous store: rank 0 hosts it there, the others connect (`RINGREDUCE_STORE_ADDR`; IPv6 as `[::1]:port`). */
+  storeAddress?: string;
+  /** `ws://` or `wss://` URL of the launcher's store bridge, how a browser rank reaches the store (`RINGREDUCE_STORE_URL`). */
+  storeUrl?: string;
+  /** The address this rank binds its data listener to and advertises to its peers (`RINGREDUCE_ADDRESS`). */
+  address?: string;
+  /** The job's id (1-128 characters), checked by every handshake so two jobs never connect (`RINGREDUCE_JOB_ID`). */
+  jobId?: string;
+  /** Deadline in ms for rendezvous and connecting every rank at `init()` (`RINGREDUCE_START_TIMEOUT_MS`, default 30000). */
+  startTimeoutMs?: number;
+  /** A network read or write that makes no progress this long (ms) fails that peer (`RINGREDUCE_IO_TIMEOUT_MS`, default 30000). */
+  ioTimeoutMs?: number;
+  /** Rank 0 fails a collective some ranks submitted and others did not within this time (ms); 0: never (`RINGREDUCE_STALL_TIMEOUT_MS`, default 60000). */
+  stallTimeoutMs?: number;
+  /** Rank 0 warns, naming the missing ranks, once a collective has waited this long (ms); 0: never (`RINGREDUCE_STALL_WARNING_MS`, default 30000). */
+  stallWarningMs?: number;
+  /** Interval (ms) of the pings that find a silent peer while collectives are pending; 0: none (`RINGREDUCE_HEARTBEAT_MS`, default 2000). */
+  heartbeatMs?: number;
+  /** Bind to and advertise this network interface's first IPv4 address (`'eth0'`); wins over `address` (`RINGREDUCE_NETWORK_INTERFACE`). */
+  networkInterface?: string;
+  /** The job secret every connection proves it knows (`RINGREDUCE_SECRET`, made by ringrun). Unset: connections are not authenticated. */
+  secret?: string;
+  /** `'error'`, `'warn'` (default), `'info'` or `'debug'` (`RINGREDUCE_LOG_LEVEL`). */
+  logLevel?: LogLevel;
+  /** `'tcp'`, `'mpi'` (the native addon), `'auto'` (default: mpi under mpirun when the addon loads) or `'web'` (jobs with browser ranks) (`RINGREDUCE_BACKEND`). */
+  backend?: Backend;
+  /** Allreduces ready together are packed into one buffer up to this many bytes; 0: no fusion (`RINGREDUCE_FUSION_THRESHOLD_BYTES`, default 16 MiB). */
+  fusionThresholdBytes?: number;
+  /** Tensor names the response cache remembers; 0: every collective negotiates through rank 0 (`RINGREDUCE_CACHE_CAPACITY`, default 1024). */
+  cacheCapacity?: number;
+  /** Bytes per message of the pipelined ring and chain algorithms; the same on every rank (`RINGREDUCE_SEGMENT_BYTES`, default 4 MiB). */
+  segmentBytes?: number;
+  /** Hierarchical allreduce across hosts: `'auto'` (default), `'on'` or `'off'`; the same on every rank (`RINGREDUCE_HIERARCHICAL_ALLREDUCE`). */
+  hierarchicalAllreduce?: HierarchicalMode;
+  /** Hierarchical allgather across hosts: `'auto'` (default), `'on'` or `'off'` (`RINGREDUCE_HIERARCHICAL_ALLGATHER`). */
+  hierarchicalAllgather?: HierarchicalMode;
+  /** How long (ms) the engine may hold a synchronous burst of calls so that it runs fused; 0: at once (`RINGREDUCE_BURST_HOLD_MS`, default 2). */
+  burstHoldMs?: number;
+  /** TCP backend: ranks on one host talk over Unix domain sockets (default `true`; `RINGREDUCE_UNIX_SOCKETS`). */
+  unixSockets?: boolean;
+  /** TCP backend: large messages between ranks on one host go through `/dev/shm` (default `true`; `RINGREDUCE_SHARED_MEMORY`). */
+  sharedMemory?: boolean;
+  /** Write a Chrome trace (Perfetto) of each collective's phases to this file (`RINGREDUCE_TIMELINE`). */
+  timeline?: string;
+  /** How ready rounds exchange their bit-vectors: `'auto'` (default), `'all-to-all'` or `'recursive-doubling'`; the same on every rank (`RINGREDUCE_READY_EXCHANGE`). */
+  readyExchange?: ReadyExchange;
+  /** Process sets defined from the start, ids 1, 2, … in this order: ranks of the job, the same on every rank. */
+  processSets?: number[][];
+}
+
+/** `true` only when A and B are the same type (not merely assignable either way). */
+type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+/**
+ * Compile-time check that InitOptions (written out, for its docs) and the schema (which parses
+ * the options) declare the same fields with the same types: a field added, renamed or retyped
+ * in one and not the other fails `tsc` here.
+ */
+const kInitOptionsMatchSchema: Same<InitOptions, z.input<typeof kOptionsSchema>> = true;
+void kInitOptionsMatchSchema;
 
 /** The names of init()'s options, in the schema's order (docs/env.md lists them all). */
 export const kInitOptionNames: readonly string[] = Object.freeze(Object.keys(kOptionsSchema.shape));

@@ -78,7 +78,36 @@ export class Coordinator {
       if (response) ready.push(...this.groups.admit(request, response));
     }
     if (ready.length > 0) this.options.publish(ready);
+    if (this.shutdownRanks.size > 0) this.failMissedByShutDown(requests);
     this.stalls.update();
+  }
+
+  /** Names just submitted that a rank which has shut down will never submit: they fail at once. */
+  private failMissedByShutDown(requests: readonly Request[]): void {
+    const doomed: [string, Pending][] = [];
+    for (const { name } of requests) {
+      const entry = this.pending.get(name);
+      if (entry && this.missingShutDown(entry) !== undefined) doomed.push([name, entry]);
+    }
+    if (doomed.length > 0) this.failShutDown(doomed);
+  }
+
+  /** The first rank that has shut down without submitting `entry` (a joined rank stands in). */
+  private missingShutDown(entry: Pending): number | undefined {
+    if (entry.requests.find((r) => r !== undefined)?.op === 'join') return undefined;
+    for (const rank of this.shutdownRanks) if (entry.requests[rank] === undefined && !this.joins.has(rank)) return rank;
+    return undefined;
+  }
+
+  private failShutDown(doomed: readonly [string, Pending][]): void {
+    this.failNames(
+      doomed.map(([name, entry]) => {
+        const submitted = entry.requests.flatMap((r, rank) => (r === undefined ? [] : [rank]));
+        const gone = this.missingShutDown(entry) as number;
+        const message = `rank ${gone} has shut down (its program ended, or it called shutdown()): '${name}' cannot complete without it`;
+        return { name, message, submitted, errorKind: 'ShutdownError' as const };
+      }),
+    );
   }
 
   /** Whether some rank of the set has joined (then every request comes here in full). */
@@ -131,7 +160,14 @@ export class Coordinator {
 
   onShutdown(rank: number): void {
     this.shutdownRanks.add(rank);
-    if (this.shutdownRanks.size === this.options.size) this.options.publishShutdown();
+    if (this.shutdownRanks.size === this.options.size) {
+      this.options.publishShutdown();
+      return;
+    }
+    // What waits for this rank now never completes: it fails at once on the ranks that submitted it.
+    const doomed: [string, Pending][] = [];
+    for (const [name, entry] of this.pending) if (this.missingShutDown(entry) !== undefined) doomed.push([name, entry]);
+    if (doomed.length > 0) this.failShutDown(doomed);
   }
 
   /** Names some rank has reported and not every rank has (for diagnostics). */
@@ -184,11 +220,16 @@ export class Coordinator {
   }
 
   private failStalled(stalled: readonly StalledName[]): void {
+    this.failNames(stalled.map((s) => ({ ...s, errorKind: 'TimeoutError' as const })));
+  }
+
+  /** Fails each name on the ranks that submitted it (the others may hold a newer submission by then). */
+  private failNames(names: readonly (StalledName & { errorKind: ErrorResponse['errorKind'] })[]): void {
     const responses: Response[] = [];
-    for (const { name, message, submitted } of stalled) {
+    for (const { name, message, submitted, errorKind } of names) {
       this.pending.delete(name);
       this.cached.delete(name);
-      const failure: ErrorResponse = { kind: 'error', names: [name], errorKind: 'TimeoutError', message, ranks: submitted };
+      const failure: ErrorResponse = { kind: 'error', names: [name], errorKind, message, ranks: submitted };
       responses.push(failure);
       // The rest of its group: the members complete on every rank fail with it (those still
       // waiting stall on their own).

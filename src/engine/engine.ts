@@ -179,7 +179,10 @@ export class Engine {
   async shutdown(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
-    this.failAll(new ShutdownError('ringreduce was shut down while this collective was pending'));
+    this.failAll(
+      new ShutdownError('ringreduce was shut down while this call was pending'),
+      (request) => new ShutdownError(`ringreduce was shut down while ${request.op} '${request.name}' was pending`),
+    );
     await Promise.all([...this.sets.values()].map((set) => set.settled()));
     if (!this.failure && this.config.size > 1) await this.leaveJob();
     // Closing destroys the sockets: let rank 0's shutdown-ack reach every rank first.
@@ -335,6 +338,16 @@ export class Engine {
       this.fail(new PeerFailureError(`rank ${peer} sent a malformed control message: ${(error as Error).message}`, peer));
       return;
     }
+    if (this.leaving && (message.type === 'ready' || message.type === 'ready-step' || message.type === 'p2p-offer')) {
+      // A peer still runs collectives agreed in ready rounds, or sends to this rank, which has
+      // left them: waiting for every rank to shut down would hold that call up to the deadline.
+      // Leaving now fails it at once on every rank, naming this rank as shut down (Horovod fails
+      // such calls too). Requests still go to rank 0's coordinator, which fails what a rank that
+      // has shut down never submits (coordinator.ts).
+      this.logger.debug(`shutdown: rank ${peer} still runs collectives; leaving without waiting for every rank`);
+      this.shutdownAcked?.();
+      return;
+    }
     switch (message.type) {
       case 'requests':
       case 'responses':
@@ -406,8 +419,9 @@ export class Engine {
     this.failAll(failure);
   }
 
-  private failAll(error: RingReduceError): void {
-    for (const set of this.sets.values()) set.failAll(error);
+  /** Fails every pending call with `error`; a collective with `collective`'s error for it, if given. */
+  private failAll(error: RingReduceError, collective?: (request: Request) => RingReduceError): void {
+    for (const set of this.sets.values()) set.failAll(collective ?? error);
     this.p2p.failAll(error);
   }
 }

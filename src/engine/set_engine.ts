@@ -220,11 +220,14 @@ export class SetEngine {
     this.rank0?.onShutdown(rank);
   }
 
-  /** Rejects every queued collective with `error`; running ones finish (or fail with the job). */
-  failAll(error: Error): void {
+  /** Rejects every queued collective with `error` (or the error it makes for each); running ones finish (or fail with the job). */
+  failAll(error: Error | ((request: Request) => Error)): void {
     this.outbox = [];
     this.ready.clear();
-    for (const entry of this.queue.drain()) this.hooks.post({ type: 'failed', id: entry.id, error: toErrorRecord(error) });
+    for (const entry of this.queue.drain()) {
+      const record = toErrorRecord(typeof error === 'function' ? error(entry.request) : error);
+      this.hooks.post({ type: 'failed', id: entry.id, error: record });
+    }
   }
 
   /** Settles once the collectives already running have finished. */

@@ -18,10 +18,8 @@ import { soloBackend } from '../transport/solo_transport.js';
 import { browserWebBackend } from '../transport/web/browser_openers.js';
 import { DataChannelRequests, type PagePort } from '../transport/web/data_channel_requests.js';
 import type { EngineToPage, PageToEngine } from './browser_protocol.js';
-import { DashboardReporter } from './dashboard_reporter.js';
-import type { Engine } from './engine.js';
 import { type EngineBackends, runEngine } from './engine_main.js';
-import { readStats } from './stats.js';
+import { reportEngine } from './engine_reporting.js';
 import { SyncMailboxWriter } from './sync_mailbox.js';
 import { type EngineInit, kSignalCompletions, type ToEngine } from './worker_protocol.js';
 
@@ -77,13 +75,12 @@ function start(event: MessageEvent): void {
   const { init, port } = message;
   const { config } = init;
   stopOnCrash(init);
-  let running: Engine | undefined;
   // ringrun --dashboard: reports go through the page to ringrun, which passes them on (a page
   // cannot post across origins to the dashboard's server), naming the browser as their host.
-  const reporter =
+  const reporting =
     config.dashboard === undefined
       ? undefined
-      : new DashboardReporter(
+      : reportEngine(
           {
             send: async (body) => {
               scope.postMessage({ type: 'ringreduce:engine-report', body });
@@ -92,18 +89,11 @@ function start(event: MessageEvent): void {
             close: () => {},
           },
           { host: 'browser', pid: null },
-          {
-            rank: config.rank,
-            size: config.size,
-            timelineFile: undefined,
-            stats: () => (running ? readStats(running.stats.buffer) : undefined),
-            pending: (limit) => running?.pendingCalls(limit) ?? [],
-            condition: () => running?.condition ?? { failure: undefined, closing: false },
-          },
+          { rank: config.rank, size: config.size, timelineFile: undefined },
         );
   const logger = new Logger(`[rank ${config.rank}]`, config.logLevel, (line) => {
     consoleLine(line);
-    reporter?.noteLogLine(line);
+    reporting?.reporter.noteLogLine(line);
   });
   if (config.timeline) logger.warn(`a browser rank writes no timeline (it has no file system): ${config.timeline} is ignored`);
   runEngine({
@@ -118,18 +108,7 @@ function start(event: MessageEvent): void {
     },
     post: (batch) => port.postMessage(batch),
     close: () => port.close(),
-    observer: {
-      started: (engine) => {
-        running = engine;
-      },
-      failed: (error) => {
-        reporter?.noteLogLine(` ERROR: ${error.message}`);
-        void reporter?.close();
-      },
-      stopped: async () => {
-        await reporter?.close();
-      },
-    },
+    ...(reporting && { observer: reporting.observer }),
   }).catch((error: unknown) => {
     // As if uncaught: the page's Worker gets an 'error' event, and the mailbox stops (stopOnCrash).
     reportError(error);

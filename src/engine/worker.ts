@@ -14,10 +14,8 @@ import { dashboardTarget } from '../observability/dashboard_target.js';
 import { openTimeline, timelinePathFor } from '../observability/timeline.js';
 import { chooseBackend, kBackends } from '../transport/backends.js';
 import { httpReportSender } from './dashboard_http.js';
-import { DashboardReporter } from './dashboard_reporter.js';
-import type { Engine } from './engine.js';
 import { runEngine } from './engine_main.js';
-import { readStats } from './stats.js';
+import { reportEngine } from './engine_reporting.js';
 import type { ToEngine, WorkerInit } from './worker_protocol.js';
 
 const init = workerData as WorkerInit;
@@ -25,21 +23,16 @@ const { config, port } = init;
 /** The caller's requests arrive here (this module only ever runs as a worker). */
 const fromCaller = parentPort as MessagePort;
 const dashboard = dashboardTarget(config.dashboard);
-/** The engine, once connected (the dashboard reporter reads it). */
-let running: Engine | undefined;
 /** Reports to ringrun's dashboard, when it watches (it sees the warnings and errors logged here too). */
-const reporter =
+const reporting =
   dashboard &&
-  new DashboardReporter(
+  reportEngine(
     httpReportSender(dashboard),
     { host: hostname(), pid: process.pid },
     {
       rank: config.rank,
       size: config.size,
       timelineFile: config.timeline && resolve(config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline),
-      stats: () => (running ? readStats(running.stats.buffer) : undefined),
-      pending: (limit) => running?.pendingCalls(limit) ?? [],
-      condition: () => running?.condition ?? { failure: undefined, closing: false },
     },
   );
 
@@ -47,7 +40,7 @@ void runEngine({
   init,
   logger: new Logger(`[rank ${config.rank}]`, config.logLevel, (line) => {
     process.stderr.write(line);
-    reporter?.noteLogLine(line);
+    reporting?.reporter.noteLogLine(line);
   }),
   backends: { table: kBackends, choose: chooseBackend },
   listen(onMessage) {
@@ -64,16 +57,5 @@ void runEngine({
   close: () => port.close(),
   openTimeline,
   collect: v8Collector(),
-  observer: {
-    started: (engine) => {
-      running = engine;
-    },
-    failed: (error) => {
-      reporter?.noteLogLine(` ERROR: ${error.message}`);
-      void reporter?.close();
-    },
-    stopped: async () => {
-      await reporter?.close();
-    },
-  },
+  ...(reporting && { observer: reporting.observer }),
 });

@@ -32,7 +32,10 @@ export interface EngineInit {
   handOff: SharedArrayBuffer;
 }
 
-/** A Node worker thread's workerData: the init data and the port the engine posts completions on. */
+/**
+ * @internal A Node worker thread's workerData: the init data and the port the engine posts
+ * completions on. (Internal: kept out of the package's .d.ts, which then need no @types/node.)
+ */
 export interface WorkerInit extends EngineInit {
   /** A MessagePort of its own (not the worker's channel), so that a blocked caller can drain it. */
   port: import('node:worker_threads').MessagePort;

@@ -40,7 +40,8 @@ export function checkBuild(): string {
   );
   if (!mpiOk && mpicc !== undefined) {
     lines.push(
-      'MPI is installed: build the addon with `npm rebuild ringreduce` (in a checkout: node scripts/build-native.mjs --verbose)',
+      'MPI is installed: build the addon with `npm rebuild ringreduce` (npm 11 and later run it once allowed: ' +
+        '`npm install-scripts approve ringreduce` first; in a checkout: node scripts/build-native.mjs --verbose)',
     );
   }
   return `${lines.join('\n')}\n`;

@@ -41,6 +41,13 @@ export interface Platform {
    * browser rank tells its page, for which the rank has then ended; Node has nothing to do.
    */
   rankClosed(): void;
+  /**
+   * Runs `task` once the program has nothing left to do and has not shut down (Node: the event
+   * loop empties, 'beforeExit'), so that a program ending without shutdown() leaves the job as
+   * shutdown() does, as Horovod's exit hook does; returns what cancels it. A browser: nothing
+   * (its page ends a rank once shutdown() resolved, docs/browser.md).
+   */
+  atProgramEnd(task: () => Promise<void>): () => void;
 }
 
 /** What the engine's thread tells the caller's, as it happens. */

@@ -76,10 +76,9 @@ function assertNear(actual: number, expected: number, what: string): void {
 const mib = (b: number) => `${(b / 2 ** 20).toFixed(2)} MiB`;
 
 describe('hierarchical collectives across network namespaces', { skip: 'skip' in net ? net.skip : false }, () => {
-  for (const [hosts, local] of [
-    [2, 2],
-    [3, 2],
-  ] as const) {
+  // 3 hosts: the cross-host ring has more than 2 members (2 hosts × 2 ran here too; the unit
+  // and conformance tests cover 2 × 2, and CI has 15 minutes).
+  for (const [hosts, local] of [[3, 2]] as const) {
     const n = hosts * local;
     it(`${hosts} hosts × ${local}: right results either way, and the busiest rank sends L times less across hosts`, {
       timeout: 150_000,

@@ -3,7 +3,7 @@
  * reject rather than throw, a second init() with other options is refused naming the option,
  * every error class has a stable code that survives the engine thread, rr.backend() and
  * rr.version say what runs, and the engine's worker is started without the main program's
- * entry flags (platform/node/engine_worker.ts).
+ * entry flags (platform/node/engine_worker.ts); a call cut off by shutdown() is named.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -23,6 +23,7 @@ import {
 } from '../../src/core/errors.js';
 import * as rr from '../../src/index.js';
 import { workerExecArgv } from '../../src/platform/node/engine_worker.js';
+import { startMemoryWorld } from '../helpers/local_engine.js';
 
 const kPackageVersion = (
   JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -92,6 +93,29 @@ describe('init()', () => {
     // After shutdown() the options of the next init() are free again.
     await rr.init({ logLevel: 'warn' });
     await rr.shutdown();
+  });
+
+  it('not awaited: a call before it finished says so; one after shutdown() says that', async () => {
+    const joining = rr.init({ logLevel: 'error' });
+    assert.throws(() => rr.rank(), /^ShutdownError: init\(\) has not finished: await rr\.init\(\)/);
+    await assert.rejects(rr.allreduce(new Float32Array(1)), /init\(\) has not finished/);
+    await joining;
+    assert.equal(rr.rank(), 0);
+    await rr.shutdown();
+    assert.throws(() => rr.rank(), /ringreduce was shut down: call init\(\) again/);
+  });
+});
+
+describe('shutdown()', () => {
+  it('rejects the collectives still pending with a ShutdownError naming each', async () => {
+    const [zero, one] = startMemoryWorld(2);
+    const pending = (one as rr.RingReduce).allreduce(new Float32Array(2), { name: 'grad/layer1' });
+    const rejected = assert.rejects(pending, {
+      name: 'ShutdownError',
+      message: "ringreduce was shut down while allreduce 'grad/layer1' was pending",
+    });
+    await Promise.all([zero?.shutdown(), one?.shutdown()]);
+    await rejected;
   });
 });
 

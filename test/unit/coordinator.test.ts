@@ -89,3 +89,31 @@ test('shutdown is acknowledged once every rank asked', () => {
   assert.equal(shutdowns(), 1);
   coordinator.close();
 });
+
+test('a name that waits for a rank which has shut down fails at once, on the ranks that submitted it', () => {
+  const { coordinator, published, shutdowns } = setup(3);
+  coordinator.onRequests(2, [req('before')]);
+  coordinator.onRequests(0, [req('waiting')]);
+  coordinator.onShutdown(2);
+  const failed = published[0]?.[0];
+  assert.equal(failed?.kind, 'error');
+  if (failed?.kind === 'error') {
+    assert.equal(failed.errorKind, 'ShutdownError');
+    assert.match(failed.message, /^rank 2 has shut down .*: 'waiting' cannot complete without it$/);
+    assert.deepEqual(failed.ranks, [0]);
+  }
+  // Submitted after the shutdown: failed as it arrives, with the same message on every rank.
+  coordinator.onRequests(1, [req('waiting')]);
+  const later = published[1]?.[0];
+  assert.equal(later?.kind === 'error' ? later.message : undefined, failed?.kind === 'error' ? failed.message : '');
+  assert.deepEqual(later?.kind === 'error' ? later.ranks : undefined, [1]);
+  // A name the rank submitted before it left still runs.
+  coordinator.onRequests(0, [req('before')]);
+  coordinator.onRequests(1, [req('before')]);
+  assert.equal(published.at(-1)?.[0]?.kind, 'execute');
+  coordinator.onShutdown(0);
+  coordinator.onShutdown(1);
+  assert.equal(shutdowns(), 1);
+  assert.deepEqual(coordinator.waitingNames(), []);
+  coordinator.close();
+});

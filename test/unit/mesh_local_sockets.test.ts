@@ -40,9 +40,17 @@ function rewriting(store: Store, edit: (published: Published) => Published): Sto
 /** TCP sockets know their peer's port; Unix sockets have no port. */
 const isUnix = (socket: net.Socket) => socket.remotePort === undefined && socket.localPort === undefined;
 
+/** The pipe handles of this process once their count holds still (a closed socket's goes a little later). */
 async function pipeHandles(): Promise<string[]> {
-  await new Promise((resolve) => setTimeout(resolve, 20));
-  return process.getActiveResourcesInfo().filter((r) => r.startsWith('Pipe'));
+  const read = () => process.getActiveResourcesInfo().filter((r) => r.startsWith('Pipe'));
+  let last = read();
+  for (let i = 0; i < 50; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const now = read();
+    if (now.length === last.length) return now;
+    last = now;
+  }
+  return last;
 }
 
 describe('Unix sockets: Node', () => {

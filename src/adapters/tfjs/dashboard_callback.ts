@@ -16,8 +16,8 @@ import { type Collectives, collectivesOf, type RuntimeOption } from './runtime.j
 export interface DashboardCallbackOptions extends RuntimeOption {
   /** Draw the progress bar (default: on rank 0 only). */
   progressBar?: boolean;
-  /** Where the bar goes (default: process.stdout). */
-  stream?: NodeJS.WritableStream;
+  /** Where the bar goes (default: process.stdout): a writable stream, a terminal when its `isTTY` is true. */
+  stream?: { write(chunk: string): unknown; isTTY?: boolean };
   /** Batch metrics are reported (and read) at most this often; epoch ends always are. Default 500 ms. */
   reportEveryMs?: number;
   /** Away from a terminal, a progress line this often. Default 5000 ms. */
@@ -48,7 +48,10 @@ export class DashboardCallback extends tf.Callback {
     this.collectives = collectivesOf(options);
     this.reportEveryMs = options.reportEveryMs ?? 500;
     // A browser rank has no stdout to draw on (and its build has no cli-progress: package.json's "browser" field).
-    const stream = options.stream ?? (globalThis as { process?: { stdout?: NodeJS.WritableStream } }).process?.stdout;
+    // (Typed without Node's types, so that the package's .d.ts files need no @types/node.)
+    const stream = (options.stream ?? (globalThis as { process?: { stdout?: NodeJS.WritableStream } }).process?.stdout) as
+      | NodeJS.WritableStream
+      | undefined;
     const draw = stream !== undefined && (options.progressBar ?? this.collectives.rank() === 0);
     if (draw) {
       this.bar = new cliProgress.SingleBar(

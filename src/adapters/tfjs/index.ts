@@ -5,7 +5,9 @@
  *
  * One statement besides the exports: importing the adapter keeps Node's handling of uncaught
  * errors when TF.js's wasm backend starts (node_error_handling.ts says why).
+ * @module
  */
+
 import { keepNodeErrorHandling } from './node_error_handling.js';
 
 keepNodeErrorHandling();

@@ -55,4 +55,5 @@ export const platform: Platform = Object.freeze({
     return new ElasticWorker(config, id, store);
   },
   rankClosed: tellRankClosed,
+  atProgramEnd: () => () => {},
 } satisfies Platform);

@@ -24,4 +24,10 @@ export const platform: Platform = Object.freeze({
     return new ElasticWorker(config, id, store);
   },
   rankClosed: () => {},
+  atProgramEnd: (task) => {
+    // The process exits after the task whatever it says: the engine has logged why it failed.
+    const run = () => void task().catch(() => {});
+    process.once('beforeExit', run);
+    return () => process.off('beforeExit', run);
+  },
 } satisfies Platform);

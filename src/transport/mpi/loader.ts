@@ -14,6 +14,7 @@ const kAddonPath = fileURLToPath(new URL('../../../../native/build/Release/ringr
 const kHowToInstall =
   'install MPI with its development files (Debian/Ubuntu: `apt-get install openmpi-bin libopenmpi-dev`, ' +
   'or `apt-get install mpich libmpich-dev` for MPICH), then build the addon: `npm rebuild ringreduce` ' +
+  '(npm 11 and later run it once allowed: `npm install-scripts approve ringreduce` first) ' +
   '(in a checkout of ringreduce: `node scripts/build-native.mjs`). Or use the TCP backend: RINGREDUCE_BACKEND=tcp';
 
 /** Where the addon is expected; for messages and tests. */
