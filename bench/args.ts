@@ -23,6 +23,8 @@ export interface BenchArgs {
   inPlace: boolean;
   sync: boolean;
   tensors: number;
+  /** Also time the fused training step against one allreduce of its size (spec.ts: BenchSpec.step). */
+  step: boolean;
   json: string | undefined;
   timeline: string | undefined;
   backend: 'tcp' | 'mpi' | 'auto';
@@ -115,6 +117,11 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
       1,
     )
     .option(
+      '--step',
+      'also time a training step of 100 named float32 allreduces of 4 KiB (fused) against one 400 KiB allreduce; on when --op is not given',
+    )
+    .option('--no-step', 'skip the training step case')
+    .option(
       '--set-ranks <k>',
       'run every collective in a process set of the first <k> ranks (the others only join the job), to measure what a set costs',
       positiveInt('set-ranks', 1),
@@ -156,6 +163,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     inPlace: Boolean(o.inPlace),
     sync: Boolean(o.sync),
     tensors: o.tensors,
+    step: o.step ?? program.getOptionValueSource('op') === 'default',
     setRanks: o.setRanks,
     json: o.json,
     timeline: o.timeline,

@@ -26,8 +26,8 @@ import { type BenchArgs, parseBenchArgs } from './args.js';
 import { controlLines } from './control_summary.js';
 import { idlePercent, machineLine } from './machine.js';
 import { benchPlot } from './plot_bench.js';
-import type { BenchReport, BenchSpec } from './spec.js';
-import { formatTable, mergeReports } from './table.js';
+import { type BenchReport, type BenchSpec, kStepTensorBytes, kStepTensors } from './spec.js';
+import { formatTable, mergeReports, type ResultRow } from './table.js';
 import { mergeTimelines } from './timeline_merge.js';
 
 const kRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -57,6 +57,19 @@ function runRanks(args: BenchArgs, specPath: string, timelineBase: string | unde
   });
 }
 
+/** The training step case's line: the fused step against one allreduce of its bytes (slowest rank's means). */
+function stepLine(reports: readonly BenchReport[]): { line: string; rows: ResultRow[] } | undefined {
+  if (!reports.every((r) => r.member === false || r.step)) return undefined;
+  const rows = mergeReports(reports.map((r) => ({ ...r, rows: r.step ?? [] })));
+  const [fused, single] = rows;
+  if (!fused || !single) return undefined;
+  const us = (row: ResultRow) => (row.timeUs >= 1000 ? `${(row.timeUs / 1000).toFixed(2)} ms` : `${row.timeUs.toFixed(0)} µs`);
+  return {
+    rows,
+    line: `\n# training step: ${kStepTensors} named float32 allreduces of ${kStepTensorBytes / 1024} KiB fused, ${us(fused)} per step (p50 ${(fused.medianUs / 1000).toFixed(2)} ms); one ${(kStepTensors * kStepTensorBytes) / 1024} KiB allreduce ${us(single)}: ${(fused.timeUs / single.timeUs).toFixed(2)}x${fused.ok === false || single.ok === false ? ' (CHECK FAILED)' : ''}`,
+  };
+}
+
 async function main(): Promise<number> {
   let args: BenchArgs;
   try {
@@ -78,6 +91,7 @@ async function main(): Promise<number> {
       inPlace: args.inPlace,
       sync: args.sync,
       tensors: args.tensors,
+      step: args.step,
       compression: args.compression,
       setRanks: args.setRanks,
       outDir: dir,
@@ -102,13 +116,23 @@ async function main(): Promise<number> {
     );
     console.log(formatTable(rows, args.dtype));
     console.log(controlLines(reports));
+    const step = stepLine(reports);
+    if (step) console.log(step.line);
     const idleCpu = reports.map((r) => `${r.idleCpuMs.toFixed(1)} ms`).join(', ');
     console.log(`\n# idle job, CPU used per rank in 1 s with nothing pending (2 s after the last call): ${idleCpu}`);
     console.log(`# after: ${machine.after}`);
     if (args.json) {
       const idleCpuMs = reports.map((r) => r.idleCpuMs);
       const json = JSON.stringify(
-        { ranks: args.ranks, dtype: args.dtype, backend: args.backend, machine, rows, idleCpuMs },
+        {
+          ranks: args.ranks,
+          dtype: args.dtype,
+          backend: args.backend,
+          machine,
+          rows,
+          idleCpuMs,
+          ...(step && { step: step.rows }),
+        },
         null,
         2,
       );
@@ -123,7 +147,7 @@ async function main(): Promise<number> {
       const events = mergeTimelines(timelineBase, args.ranks, args.timeline);
       console.log(`# timeline: ${events} events of ${args.ranks} ranks in ${args.timeline}`);
     }
-    return rows.some((r) => r.ok === false) ? 1 : 0;
+    return rows.some((r) => r.ok === false) || step?.rows.some((r) => r.ok === false) ? 1 : 0;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -13,7 +13,16 @@ import { RingReduce } from '../src/api/runtime.js';
 import { allocShared, bytesPerElement } from '../src/core/dtypes.js';
 import type { TypedArray } from '../src/core/types.js';
 import { checkOutput, expectedResult, makeInput, type RowLayout } from './patterns.js';
-import { autoIterations, type BenchOp, type BenchReport, type BenchRow, type BenchSpec, kSplitOps } from './spec.js';
+import {
+  autoIterations,
+  type BenchOp,
+  type BenchReport,
+  type BenchRow,
+  type BenchSpec,
+  kSplitOps,
+  kStepTensorBytes,
+  kStepTensors,
+} from './spec.js';
 
 const kRoot = 0;
 /** The idle probe waits this long first (the collector's after-work), then measures one second. */
@@ -189,12 +198,18 @@ async function main(): Promise<void> {
   const spec = JSON.parse(readFileSync(specPath, 'utf8')) as BenchSpec;
   const rr = await RingReduce.init();
   const rows: BenchRow[] = [];
+  const step: BenchRow[] = [];
   let idleCpuMs = 0;
   let set: ProcessSet | undefined;
   try {
     if (spec.setRanks > 0) set = await rr.addProcessSet(Array.from({ length: spec.setRanks }, (_, r) => r));
     const member = !set || set.includes(rr.rank());
     if (member) for (const op of spec.ops) for (const bytes of spec.sizes) rows.push(await measure(rr, spec, op, bytes, set));
+    if (member && spec.step) {
+      const gradients: BenchSpec = { ...spec, dtype: 'float32', compression: 'none', tensors: kStepTensors };
+      step.push(await measure(rr, gradients, 'allreduce', kStepTensorBytes, set));
+      step.push(await measure(rr, { ...gradients, tensors: 1 }, 'allreduce', kStepTensors * kStepTensorBytes, set));
+    }
     // The others wait for the members to finish, so that every rank's idle probe starts together.
     await rr.barrier();
     // An idle job must use no CPU: measure this process (both threads) while nothing is pending.
@@ -208,6 +223,7 @@ async function main(): Promise<void> {
   }
   const member = !set || set.includes(rr.rank());
   const report: BenchReport = { rank: rr.rank(), size: set ? set.size() : rr.size(), member, rows, idleCpuMs };
+  if (spec.step) report.step = step;
   writeFileSync(join(spec.outDir, `rank.${rr.rank()}.json`), JSON.stringify(report));
 }
 

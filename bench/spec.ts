@@ -53,6 +53,11 @@ export interface BenchSpec {
   sync: boolean;
   /** Allreduce only: submit this many named tensors of the row's size together per iteration (fusion). */
   tensors: number;
+  /**
+   * After the ops: a training step of kStepTensors named float32 gradients of kStepTensorBytes
+   * each, submitted together (fused), and one allreduce of all their bytes, one after the other.
+   */
+  step: boolean;
   /** Option 'compression' of allreduce, allgather and reducescatter ('fp16': float32 sent as halves). */
   compression: Compression;
   /** Run every collective in a process set of the first setRanks ranks; 0: the whole job. */
@@ -91,9 +96,15 @@ export interface BenchReport {
   /** False for a rank outside the measured process set: it has no rows (unset: a member). */
   member?: boolean;
   rows: BenchRow[];
+  /** With BenchSpec.step: the fused step's row, then the single allreduce's. */
+  step?: BenchRow[];
   /** CPU time this rank's process used while idle for one second, starting 2 s after the runs. */
   idleCpuMs: number;
 }
+
+/** The training step case (BenchSpec.step): 100 gradients of 4 KiB, as many small layers' are. */
+export const kStepTensors = 100;
+export const kStepTensorBytes = 4096;
 
 /** Timed iterations for a buffer of `bytes` when the user gave none. */
 export function autoIterations(bytes: number): number {

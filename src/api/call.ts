@@ -5,8 +5,8 @@
  */
 import type { HalfConverter } from '../algorithms/half_convert.js';
 import type { BufferPool } from '../core/buffer_pool.js';
+import type { CollectiveOp } from '../core/collective_ops.js';
 import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
-import type { CollectiveOp } from '../engine/messages.js';
 import type { Call, Completion } from './engine_client.js';
 import type { ParsedTensor } from './tensor_args.js';
 

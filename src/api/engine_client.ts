@@ -7,12 +7,17 @@
  * completion without it (EngineThread.takeSync: Node drains the port, a browser reads the sync
  * mailbox).
  *
+ * A call that repeats the last call of its name on the same memory (a training loop's steady
+ * state) travels through shared memory instead (engine/hand_off.ts): its slot and id in a ring,
+ * and its completion back the same way (bindings.ts says which calls).
+ *
  * The engine keeps the process alive only while a call is pending, so a script that forgets
  * shutdown() still exits.
  */
 import type { Config } from '../core/config.js';
 import { fromErrorRecord, type RingReduceError, ShutdownError, TimeoutError } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
+import { CallerRings, createHandOff } from '../engine/hand_off.js';
 import type { Request } from '../engine/messages.js';
 import type { PeerRequest } from '../engine/point_to_point.js';
 import { createStatsBuffer } from '../engine/stats.js';
@@ -26,7 +31,11 @@ import {
 } from '../engine/worker_protocol.js';
 import type { EngineThread, Platform } from '../platform/platform.js';
 import type { BackendName } from '../transport/backends.js';
+import { Bindings } from './bindings.js';
 import { waitForChange } from './spin_wait.js';
+
+/** Tells the engine that calls wait in the hand-off ring (one object: nothing allocated per call). */
+const kRingWritten: ToEngine = Object.freeze({ type: 'ring' });
 
 export interface Completion {
   output?: TypedArray;
@@ -34,7 +43,7 @@ export interface Completion {
   counts?: number[];
 }
 
-/** One collective handed to the engine. */
+/** One collective handed to the engine (the submission of worker_protocol.ts, before it has an id). */
 export interface Call {
   request: Request | PeerRequest;
   /** What the engine works on (see Submission.buffer). */
@@ -74,7 +83,13 @@ interface PendingCall {
 
 export class EngineClient implements EngineLink {
   private readonly pending = new Map<number, PendingCall>();
+  /** Ids of calls sent as messages count up from 1; those of ring calls down from -1 (hand_off.ts). */
   private nextId = 1;
+  private nextRingId = -1;
+  /** Ring calls pending: while there are any, a batch from the engine is preceded by the ring's completions. */
+  private ringPending = 0;
+  private readonly rings: CallerRings;
+  private readonly bindings = new Bindings();
   private closed = false;
   private onReady: PendingCall | undefined;
   private onClosed: (() => void) | undefined;
@@ -82,11 +97,15 @@ export class EngineClient implements EngineLink {
   /** The second and later submissions of the current synchronous burst, posted together once it ends. */
   private burst: Submission[] = [];
   private inBurst = false;
+  /** Calls of the current burst so far, ring calls included. */
+  private burstCalls = 0;
   /** How many calls the last burst made (see post). */
   private lastBurstCalls = 1;
   /** Counts bursts, so that the microtask of a burst ended early (by a ...Sync call) does nothing. */
   private bursts = 0;
   private readonly thread: EngineThread;
+  /** What keepAlive was last told (it is told only changes). */
+  private keptAlive: boolean | undefined;
   private readonly signal: Int32Array;
   /** The counters the engine writes and rr.stats() reads. */
   readonly statsBuffer: SharedArrayBuffer;
@@ -98,6 +117,7 @@ export class EngineClient implements EngineLink {
   ) {
     this.signal = init.signal;
     this.statsBuffer = init.stats;
+    this.rings = new CallerRings(init.handOff);
     this.thread = platform.startEngine(init, {
       messages: (batch) => this.dispatchAll(batch),
       gone: (error) => this.die(error),
@@ -111,7 +131,12 @@ export class EngineClient implements EngineLink {
 
   /** Starts the engine on `platform` and resolves once it has joined the job (rendezvous and connections done). */
   static async start(config: Config, platform: Platform): Promise<EngineClient> {
-    const init = { config, signal: new Int32Array(new SharedArrayBuffer(8)), stats: createStatsBuffer() };
+    const init = {
+      config,
+      signal: new Int32Array(new SharedArrayBuffer(8)),
+      stats: createStatsBuffer(),
+      handOff: createHandOff(),
+    };
     const syncTimeoutMs = (config.stallTimeoutMs > 0 ? config.stallTimeoutMs : 600_000) + config.ioTimeoutMs + 5_000;
     const client = new EngineClient(platform, init, syncTimeoutMs);
     await new Promise<Completion>((resolve, reject) => {
@@ -154,11 +179,13 @@ export class EngineClient implements EngineLink {
     const deadline = performance.now() + this.syncTimeoutMs;
     while (result === undefined) {
       const seen = Atomics.load(this.signal, kSignalCompletions);
+      this.takeRing();
+      if (result !== undefined) break;
       this.dispatchAll(this.thread.takeSync(id));
       if (result !== undefined) break;
       const left = deadline - performance.now();
       if (left <= 0 || this.closed) {
-        this.pending.delete(id);
+        if (this.pending.delete(id) && id < 0) this.ringPending--;
         throw this.closed
           ? new ShutdownError(`${request.op} '${request.name}': the engine stopped`)
           : new TimeoutError(`${request.op} '${request.name}' did not complete within ${this.syncTimeoutMs} ms`);
@@ -200,17 +227,43 @@ export class EngineClient implements EngineLink {
    * costs 4-10 us). While the burst lasts, a shared flag tells the engine that the rest is
    * coming, so it reports the first call together with them (engine/burst_gate.ts).
    */
-  private post({ request, buffer, output, fresh, set }: Call, sync: boolean): number {
+  private post(call: Call, sync: boolean): number {
+    const { request, buffer, output, fresh, set } = call;
     if (this.closed) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
+    const slot = this.bindings.slotOf(call);
+    if (slot !== undefined) {
+      const id = this.nextRingId;
+      if (this.rings.submit(slot, id, sync)) {
+        // Ids of ring calls cycle through the negative int32s: at most a ring's worth are in flight.
+        this.nextRingId = id === -0x8000_0000 ? -1 : id - 1;
+        this.ringPending++;
+        this.hand(undefined);
+        return id;
+      }
+    }
     const id = this.nextId++;
     const submission: Submission = { id, request, buffer };
     if (output) submission.output = output;
     if (fresh) submission.fresh = true;
     if (set) submission.set = set;
     if (sync) submission.sync = true;
+    const binding = this.bindings.bind(call);
+    if (binding) {
+      submission.slot = binding.slot;
+      if (binding.drop !== undefined) submission.drop = binding.drop;
+    }
+    this.hand(submission);
+    return id;
+  }
+
+  /**
+   * Hands the engine a submission (undefined: one written to the ring): the first of a burst at
+   * once, the rest when the burst ends (see post).
+   */
+  private hand(submission: Submission | undefined): void {
     if (this.inBurst) {
-      if (this.burst.length === 0) Atomics.store(this.signal, kSignalBurst, 1);
-      this.burst.push(submission);
+      if (this.burstCalls++ === 1) Atomics.store(this.signal, kSignalBurst, 1);
+      if (submission) this.burst.push(submission);
     } else {
       this.inBurst = true;
       // After a burst of several calls (a training step) the next burst is likely one too: the
@@ -218,32 +271,52 @@ export class EngineClient implements EngineLink {
       // this thread makes the next. After a lone call (a latency loop) it goes up only at the
       // second call, so a lone call never makes the engine wait for this thread's microtask.
       if (this.lastBurstCalls > 1) Atomics.store(this.signal, kSignalBurst, 1);
+      this.burstCalls = 1;
       const burst = ++this.bursts;
       queueMicrotask(() => {
         if (burst === this.bursts) this.endBurst();
       });
-      this.thread.post({ type: 'enqueue', submissions: [submission] } satisfies ToEngine);
+      this.thread.post(submission ? ({ type: 'enqueue', submissions: [submission] } satisfies ToEngine) : kRingWritten);
     }
-    return id;
   }
 
   /** Posts the burst's queued submissions; the next call starts a new burst (and is posted at once). */
   private endBurst(): void {
-    if (this.inBurst) this.lastBurstCalls = 1 + this.burst.length;
+    if (this.inBurst) this.lastBurstCalls = this.burstCalls;
+    const more = this.inBurst && this.burstCalls > 1;
     this.inBurst = false;
     this.bursts++;
     if (this.burst.length > 0) {
       const submissions = this.burst;
       this.burst = [];
+      // The engine takes the ring's calls of the burst with this message too.
       this.thread.post({ type: 'enqueue', submissions } satisfies ToEngine);
+    } else if (more) {
+      this.thread.post(kRingWritten);
     }
     // Lowered after the post: an engine that sees the flag down finds the burst in its queue.
     if (Atomics.exchange(this.signal, kSignalBurst, 0) === 1) Atomics.notify(this.signal, kSignalBurst);
   }
 
   private dispatchAll(messages: readonly FromEngine[]): void {
+    // What the engine put in the ring before it posted these comes first (an empty batch: only that).
+    this.takeRing();
     for (const message of messages) this.dispatch(message);
   }
+
+  /** Settles the ring calls whose completions the engine wrote (hand_off.ts). */
+  private takeRing(): void {
+    if (this.ringPending > 0) this.rings.takeCompletions(this.completeRingCall);
+  }
+
+  private readonly completeRingCall = (id: number): void => {
+    const call = this.pending.get(id);
+    if (!call) return;
+    this.pending.delete(id);
+    this.ringPending--;
+    this.updateRefs();
+    call.resolve({});
+  };
 
   private dispatch(message: FromEngine): void {
     switch (message.type) {
@@ -263,6 +336,7 @@ export class EngineClient implements EngineLink {
         const call = this.pending.get(message.id);
         if (!call) return;
         this.pending.delete(message.id);
+        if (message.id < 0) this.ringPending--;
         this.updateRefs();
         call.released?.();
         if (message.type === 'failed') call.reject(fromErrorRecord(message.error));
@@ -293,10 +367,14 @@ export class EngineClient implements EngineLink {
       call.reject(error);
     }
     this.pending.clear();
+    this.ringPending = 0;
     this.updateRefs();
   }
 
   private updateRefs(): void {
-    this.thread.keepAlive(this.pending.size > 0 || this.onReady !== undefined || this.onClosed !== undefined);
+    const alive = this.pending.size > 0 || this.onReady !== undefined || this.onClosed !== undefined;
+    if (alive === this.keptAlive) return;
+    this.keptAlive = alive;
+    this.thread.keepAlive(alive);
   }
 }

@@ -4,20 +4,15 @@
  * several instances to run several ranks in one process (the tests do).
  */
 import { platform } from '#platform';
-import { createHalfConverter, type HalfConverter } from '../algorithms/half_convert.js';
-import { BufferPool } from '../core/buffer_pool.js';
 import { type Config, type InitOptions, resolveConfig } from '../core/config.js';
-import { allocShared } from '../core/dtypes.js';
-import { InvalidArgumentError, RingReduceError, ShutdownError } from '../core/errors.js';
-import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
-import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
+import { InvalidArgumentError, RingReduceError } from '../core/errors.js';
+import type { ShapedTensor, TensorLike } from '../core/types.js';
 import { kVersion } from '../core/version.js';
-import type { CollectiveOp, Request } from '../engine/messages.js';
-import { unnamedName } from '../engine/ops/registry.js';
 import { type RankStats, readStats } from '../engine/stats.js';
 import type { ElasticMembership } from '../platform/platform.js';
 import type { BackendName } from '../transport/backends.js';
-import type { CallContext, Prepared, Result } from './call.js';
+import type { Result } from './call.js';
+import { type CallOwner, Calls, type Prepare } from './calls.js';
 import { EngineClient, type EngineLink } from './engine_client.js';
 import { type AllgatherOptions, prepareAllgather } from './ops/allgather.js';
 import { type AllreduceOptions, prepareAllreduce } from './ops/allreduce.js';
@@ -39,8 +34,7 @@ import { prepareAddProcessSet, prepareRemoveProcessSet } from './ops/process_set
 import { prepareReduce, type ReduceOptions } from './ops/reduce.js';
 import { prepareReducescatter, type ReducescatterOptions } from './ops/reducescatter.js';
 import { prepareScatter, type ScatterOptions } from './ops/scatter.js';
-import { ProcessSet, parseProcessSet, parseSetRanks } from './process_set.js';
-import { type ParsedTensor, parseName } from './tensor_args.js';
+import { ProcessSet, parseSetRanks } from './process_set.js';
 
 export type { OpStats, RankStats, StatOp } from '../engine/stats.js';
 export type { Result } from './call.js';
@@ -59,12 +53,6 @@ export type { ScatterOptions } from './ops/scatter.js';
 export { ProcessSet } from './process_set.js';
 
 /**
- * Allgather input copies kept for reuse, at most (in free buffers): enough for the input of a
- * 512 MiB allgather on 2 ranks. What is kept stays resident, like the caller's own tensors.
- */
-const kStagingRetainBytes = 256 * 1024 * 1024;
-
-/**
  * The program's own arguments, the same on every kind of rank: on Node, process.argv after the
  * script; in a browser rank, the words after the script on ringrun's command line. A program
  * that runs on both reads its options here.
@@ -74,41 +62,18 @@ export function programArgs(): readonly string[] {
   return platform.programArgs();
 }
 
-/** The collective each grouped call is a group of. */
-const kGroupedOps = {
-  groupedAllreduce: 'allreduce',
-  groupedAllgather: 'allgather',
-  groupedReducescatter: 'reducescatter',
-} as const;
+/** The calls that take no tensor, shaped like the others (one function each, not one per call). */
+const barrierCall: Prepare<undefined> = (context, _none, options) => prepareBarrier(context, options);
+const joinCall: Prepare<undefined> = (context, _none, options) => prepareJoin(context, options);
 
 export class RingReduce {
-  /** How many unnamed calls of each op, per process set, this rank has made: ranks match them by this order. */
-  private readonly unnamedCounters = new Map<string, number>();
-  private readonly inFlight = new Set<string>();
-  /** Process sets (0: the world) in which this rank has a join pending: it makes no other call there. */
-  private readonly joining = new Set<number>();
-  /**
-   * Fresh outputs are SharedArrayBuffers, which V8 is slow to free: see shared_memory_reclaimer.ts.
-   * Adaptive: a loop of large fresh outputs gets its old ones freed, and reused by malloc, soon.
-   */
-  private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true, collect: platform.collector() });
-  /**
-   * Memory for allgather's input copy (the engine needs it shared, and the output's layout is
-   * only known after negotiation), reused: fresh memory costs its page faults at first touch,
-   * which made a 16 MiB allgather on 2 ranks take 42 ms instead of 8 here.
-   */
-  private readonly staging = new BufferPool<SharedArrayBuffer>(kStagingRetainBytes, (bytes) => new SharedArrayBuffer(bytes));
+  /** The life of this rank's calls: preparation, names in flight, pooled memory, submission (calls.ts). */
+  private readonly calls: Calls;
   private shutDown = false;
   /** Cancels the shutdown that runs when the program ends without calling it (Platform.atProgramEnd). */
   private readonly cancelShutdownAtEnd: () => void;
-  /** fp16 compression's conversions: a WebAssembly instance, made by the first compressed call. */
-  private halfConverter: HalfConverter | undefined;
-
-  /** What the ops' preparations (api/ops/) need from this rank, for the world's collectives. */
-  private world: CallContext;
   /** The process sets, by id: the world is not one of them. */
   private readonly sets = new Map<number, ProcessSet>();
-  private readonly setContexts = new Map<number, CallContext>();
   /** The id the next set gets: the same sequence on every rank (static sets first). */
   private nextSetId = 1;
 
@@ -118,9 +83,8 @@ export class RingReduce {
     /** Elastic mode: where the generations come from (the platform's: Node's platform/node/elastic_worker.ts). */
     private readonly elastic?: ElasticMembership,
   ) {
-    const config = current;
-    this.world = this.contextFor(undefined);
-    for (const ranks of config.processSets) this.registerSet(ranks);
+    this.calls = new Calls(engine, this.owner());
+    for (const ranks of current.processSets) this.registerSet(ranks);
     this.cancelShutdownAtEnd = platform.atProgramEnd(() => this.shutdown());
   }
 
@@ -168,13 +132,9 @@ export class RingReduce {
     const config = await this.elastic.next();
     this.engine = await EngineClient.start(config, platform);
     this.current = config;
-    this.world = this.contextFor(undefined);
+    this.calls.restart(this.engine, this.owner());
     this.sets.clear();
-    this.setContexts.clear();
     this.nextSetId = 1;
-    this.unnamedCounters.clear();
-    this.inFlight.clear();
-    this.joining.clear();
   }
 
   /**
@@ -228,13 +188,13 @@ export class RingReduce {
    * Reduces `tensor` element-wise across all ranks; every rank gets the result.
    * @example const sum = await rr.allreduce(new Float32Array([1, 2, 3]), { name: 'grad', op: 'sum' });
    */
-  async allreduce<T extends TensorLike>(tensor: T, options?: AllreduceOptions): Promise<Result<T>> {
-    // The synchronous part of an async function runs at call time: the input is copied now.
-    return this.run(this.scoped(options, (c) => prepareAllreduce(c, tensor, options))) as Promise<Result<T>>;
+  allreduce<T extends TensorLike>(tensor: T, options?: AllreduceOptions): Promise<Result<T>> {
+    // The input is copied now, at call time; the promise settles when every rank has run it.
+    return this.calls.run(prepareAllreduce, tensor, options) as Promise<Result<T>>;
   }
   /** allreduce that blocks the calling thread (only) until done. */
   allreduceSync<T extends TensorLike>(tensor: T, options?: AllreduceOptions): Result<T> {
-    return this.runSync('allreduceSync', () => this.scoped(options, (c) => prepareAllreduce(c, tensor, options))) as Result<T>;
+    return this.calls.runSync('allreduceSync', prepareAllreduce, tensor, options) as Result<T>;
   }
 
   /**
@@ -242,11 +202,11 @@ export class RingReduce {
    * dimension may differ per rank; the others must match.
    * @example const all = await rr.allgather({ data: rows, shape: [n, 4] }); // all.shape = [Σn, 4]
    */
-  async allgather<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Promise<Result<T>> {
-    return this.run(this.scoped(options, (c) => prepareAllgather(c, tensor, options))) as Promise<Result<T>>;
+  allgather<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Promise<Result<T>> {
+    return this.calls.run(prepareAllgather, tensor, options) as Promise<Result<T>>;
   }
   allgatherSync<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Result<T> {
-    return this.runSync('allgatherSync', () => this.scoped(options, (c) => prepareAllgather(c, tensor, options))) as Result<T>;
+    return this.calls.runSync('allgatherSync', prepareAllgather, tensor, options) as Result<T>;
   }
 
   /**
@@ -254,11 +214,11 @@ export class RingReduce {
    * dtype; the non-roots' values are ignored (and never modified).
    * @example const w = await rr.broadcast(weights, { root: 0, name: 'weights' });
    */
-  async broadcast<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Promise<Result<T>> {
-    return this.run(this.scoped(options, (c) => prepareBroadcast(c, tensor, options))) as Promise<Result<T>>;
+  broadcast<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Promise<Result<T>> {
+    return this.calls.run(prepareBroadcast, tensor, options) as Promise<Result<T>>;
   }
   broadcastSync<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Result<T> {
-    return this.runSync('broadcastSync', () => this.scoped(options, (c) => prepareBroadcast(c, tensor, options))) as Result<T>;
+    return this.calls.runSync('broadcastSync', prepareBroadcast, tensor, options) as Result<T>;
   }
 
   /**
@@ -267,13 +227,11 @@ export class RingReduce {
    * more). Half an allreduce's traffic: the building block of sharded optimizers.
    * @example const mine = await rr.reducescatter({ data: grads, shape: [rows, cols] }, { name: 'g', op: 'average' });
    */
-  async reducescatter<T extends TensorLike>(tensor: T, options?: ReducescatterOptions): Promise<Result<T>> {
-    return this.run(this.scoped(options, (c) => prepareReducescatter(c, tensor, options))) as Promise<Result<T>>;
+  reducescatter<T extends TensorLike>(tensor: T, options?: ReducescatterOptions): Promise<Result<T>> {
+    return this.calls.run(prepareReducescatter, tensor, options) as Promise<Result<T>>;
   }
   reducescatterSync<T extends TensorLike>(tensor: T, options?: ReducescatterOptions): Result<T> {
-    return this.runSync('reducescatterSync', () =>
-      this.scoped(options, (c) => prepareReducescatter(c, tensor, options)),
-    ) as Result<T>;
+    return this.calls.runSync('reducescatterSync', prepareReducescatter, tensor, options) as Result<T>;
   }
 
   /**
@@ -281,24 +239,22 @@ export class RingReduce {
    * rows every rank sends this one. The dimensions after the first must agree.
    * @example const { output, receivedSplits } = await rr.alltoall({ data: tokens, shape: [n, d] }, { splits });
    */
-  async alltoall<T extends TensorLike>(tensor: T, options?: AlltoallOptions): Promise<AlltoallResult<T>> {
-    return this.run(this.scoped(options, (c) => prepareAlltoall(c, tensor, options))) as Promise<AlltoallResult<T>>;
+  alltoall<T extends TensorLike>(tensor: T, options?: AlltoallOptions): Promise<AlltoallResult<T>> {
+    return this.calls.run(prepareAlltoall, tensor, options) as Promise<AlltoallResult<T>>;
   }
   alltoallSync<T extends TensorLike>(tensor: T, options?: AlltoallOptions): AlltoallResult<T> {
-    return this.runSync('alltoallSync', () =>
-      this.scoped(options, (c) => prepareAlltoall(c, tensor, options)),
-    ) as AlltoallResult<T>;
+    return this.calls.runSync('alltoallSync', prepareAlltoall, tensor, options) as AlltoallResult<T>;
   }
 
   /**
    * The root gets the element-wise reduction of every rank's tensor; the other ranks resolve to null.
    * @example const total = await rr.reduce(counts, { root: 0, op: 'sum' }); // null except on rank 0
    */
-  async reduce<T extends TensorLike>(tensor: T, options?: ReduceOptions): Promise<Result<T> | null> {
-    return this.run(this.scoped(options, (c) => prepareReduce(c, tensor, options))) as Promise<Result<T> | null>;
+  reduce<T extends TensorLike>(tensor: T, options?: ReduceOptions): Promise<Result<T> | null> {
+    return this.calls.run(prepareReduce, tensor, options) as Promise<Result<T> | null>;
   }
   reduceSync<T extends TensorLike>(tensor: T, options?: ReduceOptions): Result<T> | null {
-    return this.runSync('reduceSync', () => this.scoped(options, (c) => prepareReduce(c, tensor, options))) as Result<T> | null;
+    return this.calls.runSync('reduceSync', prepareReduce, tensor, options) as Result<T> | null;
   }
 
   /**
@@ -306,11 +262,11 @@ export class RingReduce {
    * first dimension may differ per rank); the other ranks resolve to null.
    * @example const all = await rr.gather({ data: preds, shape: [n, 10] }); // on rank 0: shape [Σn, 10]
    */
-  async gather<T extends TensorLike>(tensor: T, options?: GatherOptions): Promise<Result<T> | null> {
-    return this.run(this.scoped(options, (c) => prepareGather(c, tensor, options))) as Promise<Result<T> | null>;
+  gather<T extends TensorLike>(tensor: T, options?: GatherOptions): Promise<Result<T> | null> {
+    return this.calls.run(prepareGather, tensor, options) as Promise<Result<T> | null>;
   }
   gatherSync<T extends TensorLike>(tensor: T, options?: GatherOptions): Result<T> | null {
-    return this.runSync('gatherSync', () => this.scoped(options, (c) => prepareGather(c, tensor, options))) as Result<T> | null;
+    return this.calls.runSync('gatherSync', prepareGather, tensor, options) as Result<T> | null;
   }
 
   /**
@@ -318,11 +274,11 @@ export class RingReduce {
    * Only the root passes a tensor (and, optionally, the splits); the other ranks pass null.
    * @example const part = await rr.scatter(rr.rank() === 0 ? batch : null, { root: 0 });
    */
-  async scatter(tensor: TensorLike | null, options?: ScatterOptions): Promise<ShapedTensor> {
-    return this.run(this.scoped(options, (c) => prepareScatter(c, tensor, options))) as Promise<ShapedTensor>;
+  scatter(tensor: TensorLike | null, options?: ScatterOptions): Promise<ShapedTensor> {
+    return this.calls.run(prepareScatter, tensor, options) as Promise<ShapedTensor>;
   }
   scatterSync(tensor: TensorLike | null, options?: ScatterOptions): ShapedTensor {
-    return this.runSync('scatterSync', () => this.scoped(options, (c) => prepareScatter(c, tensor, options))) as ShapedTensor;
+    return this.calls.runSync('scatterSync', prepareScatter, tensor, options) as ShapedTensor;
   }
 
   /**
@@ -332,10 +288,10 @@ export class RingReduce {
    * @example await rr.send(activations, { to: rr.rank() + 1, tag: 7 });
    */
   async send(tensor: TensorLike, options: SendOptions): Promise<void> {
-    await this.run(this.scoped(options, (c) => prepareSend(c, tensor, options)));
+    await this.calls.run(prepareSend, tensor, options);
   }
   sendSync(tensor: TensorLike, options: SendOptions): void {
-    this.runSync('sendSync', () => this.scoped(options, (c) => prepareSend(c, tensor, options)));
+    this.calls.runSync('sendSync', prepareSend, tensor, options);
   }
 
   /**
@@ -343,11 +299,11 @@ export class RingReduce {
    * length as the message), and resolves to `into`.
    * @example const acts = await rr.recv(new Float32Array(n), { from: rr.rank() - 1, tag: 7 });
    */
-  async recv<T extends TensorLike>(into: T, options: RecvOptions): Promise<T> {
-    return this.run(this.scoped(options, (c) => prepareRecv(c, into, options))) as Promise<T>;
+  recv<T extends TensorLike>(into: T, options: RecvOptions): Promise<T> {
+    return this.calls.run(prepareRecv, into, options) as Promise<T>;
   }
   recvSync<T extends TensorLike>(into: T, options: RecvOptions): T {
-    return this.runSync('recvSync', () => this.scoped(options, (c) => prepareRecv(c, into, options))) as T;
+    return this.calls.runSync('recvSync', prepareRecv, into, options) as T;
   }
 
   /**
@@ -379,17 +335,17 @@ export class RingReduce {
    * @example const [a, b] = await rr.groupedAllreduce([gradA, gradB], { name: 'step', op: 'average' });
    */
   groupedAllreduce<T extends TensorLike>(tensors: readonly T[], options?: AllreduceOptions): Promise<Result<T>[]> {
-    return this.runGroup('groupedAllreduce', tensors, options, prepareAllreduce) as Promise<Result<T>[]>;
+    return this.calls.runGroup('groupedAllreduce', tensors, options, prepareAllreduce) as Promise<Result<T>[]>;
   }
 
   /** allgather of several tensors as one unit (see groupedAllreduce). */
   groupedAllgather<T extends TensorLike>(tensors: readonly T[], options?: AllgatherOptions): Promise<Result<T>[]> {
-    return this.runGroup('groupedAllgather', tensors, options, prepareAllgather) as Promise<Result<T>[]>;
+    return this.calls.runGroup('groupedAllgather', tensors, options, prepareAllgather) as Promise<Result<T>[]>;
   }
 
   /** reducescatter of several tensors as one unit (see groupedAllreduce). */
   groupedReducescatter<T extends TensorLike>(tensors: readonly T[], options?: ReducescatterOptions): Promise<Result<T>[]> {
-    return this.runGroup('groupedReducescatter', tensors, options, prepareReducescatter) as Promise<Result<T>[]>;
+    return this.calls.runGroup('groupedReducescatter', tensors, options, prepareReducescatter) as Promise<Result<T>[]>;
   }
 
   /**
@@ -403,14 +359,7 @@ export class RingReduce {
    * @example for (const batch of myShard) await step(batch); const last = await rr.join();
    */
   async join(options?: JoinOptions): Promise<number> {
-    const prepared = this.scoped(options, (c) => prepareJoin(c, options), true);
-    const set = prepared.set ?? 0;
-    this.joining.add(set);
-    try {
-      return (await this.run(prepared)) as number;
-    } finally {
-      this.joining.delete(set);
-    }
+    return this.calls.join(joinCall, options);
   }
 
   /**
@@ -424,7 +373,7 @@ export class RingReduce {
     const members = parseSetRanks(ranks, this.config.size);
     // Every rank numbers its sets in call order: the same id everywhere, checked in negotiation.
     const id = this.nextSetId++;
-    await this.run(prepareAddProcessSet(this.world, id, members));
+    await this.calls.submit(prepareAddProcessSet(this.calls.worldContext, id, members));
     const set = new ProcessSet(id, Object.freeze(members), this.config.rank, this);
     this.sets.set(id, set);
     return set;
@@ -440,10 +389,10 @@ export class RingReduce {
         `removeProcessSet needs a process set of this runtime that is not removed, got ${String(set)}`,
       );
     }
-    await this.run(prepareRemoveProcessSet(this.world, set.id));
+    await this.calls.submit(prepareRemoveProcessSet(this.calls.worldContext, set.id));
     set.markRemoved();
     this.sets.delete(set.id);
-    this.setContexts.delete(set.id);
+    this.calls.forgetSet(set.id);
   }
 
   /** The process sets defined and not removed, in the order they were added (init's first). */
@@ -453,10 +402,10 @@ export class RingReduce {
 
   /** Resolves once every rank has called barrier. */
   async barrier(options?: BarrierOptions): Promise<void> {
-    await this.run(this.scoped(options, (c) => prepareBarrier(c, options)));
+    await this.calls.run(barrierCall, undefined, options);
   }
   barrierSync(options?: BarrierOptions): void {
-    this.runSync('barrierSync', () => this.scoped(options, (c) => prepareBarrier(c, options)));
+    this.calls.runSync('barrierSync', barrierCall, undefined, options);
   }
 
   /**
@@ -467,189 +416,20 @@ export class RingReduce {
     if (this.shutDown) return;
     this.shutDown = true;
     this.cancelShutdownAtEnd();
+    this.calls.close();
     await this.engine.shutdown();
     await this.elastic?.close();
     platform.rankClosed();
   }
 
-  /**
-   * Prepares every member of a group (nothing is submitted if one is refused), marks them as one
-   * group, and submits them in one burst: rank 0 releases them together (engine/groups.ts).
-   */
-  private async runGroup(
-    op: 'groupedAllreduce' | 'groupedAllgather' | 'groupedReducescatter',
-    tensors: unknown,
-    options: unknown,
-    prepare: (c: CallContext, tensor: unknown, options: unknown) => Prepared,
-  ): Promise<unknown[]> {
-    if (!Array.isArray(tensors) || tensors.length === 0) {
-      throw new InvalidArgumentError(`${op} needs a non-empty array of tensors, got ${String(tensors)}`);
-    }
-    const given = typeof options === 'object' && options !== null ? (options as { name?: unknown }).name : undefined;
-    const calls: Prepared[] = [];
-    let group = '';
-    const prepared = this.scoped(options, (c) => {
-      group = c.nameFor(kGroupedOps[op], parseName(given), op);
-      for (const [index, tensor] of tensors.entries()) {
-        const call = prepare(c, tensor, { ...(options as object), name: `${group}/${index}` });
-        (call.request as Request).group = { name: group, size: tensors.length, index };
-        calls.push(call);
-      }
-      return calls[0] as Prepared;
-    });
-    for (const call of calls) call.set = prepared.set;
-    const keys: string[] = [];
-    try {
-      for (const call of calls) keys.push(this.claim(call));
-    } catch (error) {
-      // Nothing was submitted: the claimed names and every member's memory go back now.
-      for (const key of keys) this.inFlight.delete(key);
-      for (const [i, call] of calls.entries()) {
-        if (i < keys.length) {
-          call.released?.();
-          call.releaseHeld?.();
-        } else if (i > keys.length) {
-          if (call.staging) this.staging.release(call.staging);
-          if (call.heldStaging) this.staging.release(call.heldStaging);
-        }
-      }
-      throw error;
-    }
-    try {
-      const completions = await Promise.all(calls.map((call) => this.engine.submit(call)));
-      return completions.map((completion, i) => (calls[i] as Prepared).finish(completion));
-    } finally {
-      for (const key of keys) this.inFlight.delete(key);
-      for (const call of calls) call.releaseHeld?.();
-    }
-  }
-
-  /** The context of option 'processSet' (the world's when unset), and the call prepared in it. */
-  private scoped(options: unknown, prepare: (c: CallContext) => Prepared, joinCall = false): Prepared {
-    const value = typeof options === 'object' && options !== null ? (options as { processSet?: unknown }).processSet : undefined;
-    const set = parseProcessSet(value, this, this.config.rank);
-    // Refused before the call takes an unnamed name: ranks match unnamed calls by their count.
-    if (!joinCall && this.joining.has(set?.id ?? 0)) {
-      const where = set ? `process set ${set.id}` : 'the job';
-      throw new InvalidArgumentError(
-        `rank ${this.config.rank} has joined ${where}: wait for join() to resolve before its next collective`,
-      );
-    }
-    const context = set ? this.contextOfSet(set) : this.world;
-    const prepared = prepare(context);
-    if (set) prepared.set = set.id;
-    return prepared;
-  }
-
-  private contextOfSet(set: ProcessSet): CallContext {
-    let context = this.setContexts.get(set.id);
-    if (!context) {
-      context = this.contextFor(set);
-      this.setContexts.set(set.id, context);
-    }
-    return context;
-  }
-
-  /** Ranks and names inside `set` (the world when undefined); memory is shared by all. */
-  private contextFor(set: ProcessSet | undefined): CallContext {
-    const scope = set ? `${set.id}/` : '';
-    const { rank, size } = this.current;
-    return {
-      rank: set ? set.rank() : rank,
-      size: set ? set.size() : size,
-      nameFor: (op, name, label) => {
-        if (name !== undefined) return name;
-        const key = `${scope}${op}`;
-        const n = this.unnamedCounters.get(key) ?? 0;
-        this.unnamedCounters.set(key, n + 1);
-        return label === undefined ? unnamedName(op as CollectiveOp, n) : `${label} #${n}`;
-      },
-      fresh: (t: ParsedTensor, length = t.data.length): TypedArray => {
-        const array = allocShared(t.dtype, length);
-        this.reclaimer.release(array.byteLength);
-        return array;
-      },
-      staging: this.staging,
-      halves: () => {
-        this.halfConverter ??= createHalfConverter();
-        return this.halfConverter;
-      },
-    };
+  /** What the calls need of this rank: its place in the job (an elastic job's changes with each generation). */
+  private owner(): CallOwner {
+    return { runtime: this, rank: this.current.rank, size: this.current.size };
   }
 
   private registerSet(ranks: readonly number[]): ProcessSet {
     const set = new ProcessSet(this.nextSetId++, Object.freeze([...ranks]), this.config.rank, this);
     this.sets.set(set.id, set);
     return set;
-  }
-
-  private async run(prepared: Prepared): Promise<unknown> {
-    const key = this.claim(prepared);
-    try {
-      return prepared.finish(await this.engine.submit(prepared));
-    } finally {
-      this.inFlight.delete(key);
-      prepared.releaseHeld?.();
-    }
-  }
-
-  /**
-   * `prepare`s the call of ...Sync method `method` and blocks this thread until it settles;
-   * refused first, before the call takes a name, where this thread may not block.
-   */
-  private runSync(method: string, prepare: () => Prepared): unknown {
-    if (!platform.mayBlock()) {
-      throw new RingReduceError(
-        `${method} blocks its thread (Atomics.wait), which a browser does not allow on a page's main thread: await ${method.slice(0, -4)}() instead, or run the program in a worker (ringrun's page does)`,
-      );
-    }
-    const prepared = prepare();
-    const key = this.claim(prepared);
-    try {
-      return prepared.finish(this.engine.submitSync(prepared));
-    } finally {
-      this.inFlight.delete(key);
-      prepared.releaseHeld?.();
-    }
-  }
-
-  /**
-   * Marks the name in flight in its set (names are scoped per set), and has the call's staging
-   * memory go back to the pool once the engine is done with it (`released`). A call refused here
-   * gives it back at once. Held staging goes back after `finish` (`releaseHeld`), and only if the
-   * engine is done with it: a call this thread gave up waiting for keeps it out of reuse. Returns
-   * the in-flight key.
-   */
-  private claim(prepared: Prepared): string {
-    const { staging, heldStaging } = prepared;
-    let engineDone = false;
-    if (staging || heldStaging) {
-      prepared.released = () => {
-        engineDone = true;
-        if (staging) this.staging.release(staging);
-      };
-    }
-    if (heldStaging) {
-      prepared.releaseHeld = () => {
-        if (!engineDone) return;
-        engineDone = false;
-        this.staging.release(heldStaging);
-      };
-    }
-    const { op, name } = prepared.request;
-    const key = `${prepared.set ?? 0}/${name}`;
-    try {
-      if (this.shutDown) throw new ShutdownError(`${op} '${name}': ringreduce has been shut down`);
-      if (this.inFlight.has(key)) {
-        const where = prepared.set ? ` in process set ${prepared.set}` : '';
-        throw new InvalidArgumentError(`a collective named '${name}' is already in flight${where} on rank ${this.config.rank}`);
-      }
-    } catch (error) {
-      prepared.released?.();
-      prepared.releaseHeld?.();
-      throw error;
-    }
-    this.inFlight.add(key);
-    return key;
   }
 }

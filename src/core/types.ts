@@ -28,8 +28,6 @@ export type ReduceOp = (typeof kReduceOps)[number];
 export const kHierarchicalModes = ['auto', 'on', 'off'] as const;
 export type HierarchicalMode = (typeof kHierarchicalModes)[number];
 
-export type CollectiveOp = 'allreduce' | 'allgather' | 'broadcast' | 'barrier';
-
 /** Every typed array class ringreduce accepts (Uint8ClampedArray is refused: it clamps, it does not wrap). */
 export type TypedArray =
   | Float32Array

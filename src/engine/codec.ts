@@ -11,11 +11,12 @@
  * counts. The primitives, and the decoder's bounds checks, are in wire.ts.
  */
 
+import { kCollectiveOps } from '../core/collective_ops.js';
 import { kWireDTypes } from '../core/dtypes.js';
 import { kErrorClassNames } from '../core/errors.js';
 import { type ControlMessage, kPeerOutcomes, type Request, type WireResponse } from './messages.js';
 import type { RequestBase } from './ops/op_spec.js';
-import { kCollectiveOps, specOf } from './ops/registry.js';
+import { specOf } from './ops/registry.js';
 import { codeOf, Reader, readCounts, readShape, Writer, writeCounts, writeShape } from './wire.js';
 
 /** Message types in wire order: append only. */

@@ -40,7 +40,7 @@ import { isPeerRequest, PointToPoint } from './point_to_point.js';
 import { SetEngine, type SetMessage } from './set_engine.js';
 import { StatsWriter } from './stats.js';
 import type { Entry } from './tensor_queue.js';
-import type { FromEngine } from './worker_protocol.js';
+import type { FromEngine, Submission } from './worker_protocol.js';
 
 const kCoordinator = 0;
 
@@ -133,17 +133,12 @@ export class Engine {
   }
 
   /**
-   * Submits a call: a collective of process set `set` (0: the world), or a send or recv. The
-   * facade has checked that this rank is a member of the set.
+   * Submits a call: a collective of process set `submission.set` (unset: the world), or a send or
+   * recv. The facade has checked that this rank is a member of the set. A collective's submission
+   * is its queue entry: the engine stamps it and keeps it until it settles.
    */
-  enqueue(
-    id: number,
-    request: Request | PeerRequest,
-    buffer: Entry['buffer'],
-    output?: Entry['output'],
-    fresh = false,
-    set = 0,
-  ): void {
+  enqueue(submission: Submission): void {
+    const { id, request } = submission;
     const submittedMs = performance.now();
     if (this.failure || this.closing) {
       this.stats.submitted(this.unsettled.size);
@@ -151,19 +146,22 @@ export class Engine {
       return;
     }
     if (isPeerRequest(request)) {
-      this.unsettled.set(id, { request, buffer, submittedMs });
+      this.unsettled.set(id, { request, buffer: submission.buffer, submittedMs });
       this.stats.submitted(this.unsettled.size);
       this.updateActivity();
-      this.p2p.submit(id, request, buffer as NonNullable<Entry['buffer']>);
+      this.p2p.submit(id, request, submission.buffer as NonNullable<Entry['buffer']>);
       return;
     }
-    buffer = asDType(request.dtype, buffer);
-    output = asDType(request.dtype, output);
-    // The queue entry is the unsettled record too (stamped for stats): nothing more per call.
-    const entry: Entry & Unsettled = output ? { id, request, buffer, output, submittedMs } : { id, request, buffer, submittedMs };
-    this.unsettled.set(id, entry);
+    const entry = submission as Entry;
+    if (request.dtype === 'float16') {
+      entry.buffer = asDType(request.dtype, entry.buffer);
+      entry.output = asDType(request.dtype, entry.output);
+    }
+    entry.submittedMs = submittedMs;
+    this.unsettled.set(id, entry as Entry & Unsettled);
     this.stats.submitted(this.unsettled.size);
     this.updateActivity();
+    const set = submission.set ?? 0;
     const engine = this.sets.get(set);
     if (!engine) {
       const why = this.removed.has(set) ? 'was removed' : 'has no such member or does not exist';
@@ -174,7 +172,6 @@ export class Engine {
       });
       return;
     }
-    if (fresh) entry.fresh = true;
     engine.enqueue(entry);
   }
 

@@ -19,10 +19,19 @@ import type { BackendFactory, TransportHandle } from '../transport/backend.js';
 import type { BackendName } from '../transport/backends.js';
 import { BurstGate } from './burst_gate.js';
 import { Engine } from './engine.js';
+import { EngineRings, type RingCall } from './hand_off.js';
 import { StatsWriter } from './stats.js';
 import { type Settlement, SyncMailboxWriter } from './sync_mailbox.js';
+import type { Entry } from './tensor_queue.js';
 import { exchangeHosts } from './topology.js';
-import { type EngineInit, type FromEngine, kSignalBurst, kSignalCompletions, type ToEngine } from './worker_protocol.js';
+import {
+  type EngineInit,
+  type FromEngine,
+  kSignalBurst,
+  kSignalCompletions,
+  type Submission,
+  type ToEngine,
+} from './worker_protocol.js';
 
 /** The backends an entry can start, and its rule for choosing one. */
 export interface EngineBackends {
@@ -67,18 +76,25 @@ export interface EngineHost {
 
 /**
  * Where completions go: batched, one message per synchronous run of the engine (a fused step's
- * hundred tensors wake the caller once, not a hundred times); the newest ...Sync call's to the
- * mailbox, when the caller has one.
+ * hundred tensors wake the caller once, not a hundred times); a ring call's plain completion to
+ * the completion ring (hand_off.ts); the newest ...Sync call's to the mailbox, when the caller has
+ * one.
  */
 class Settler {
   private outgoing: FromEngine[] = [];
   private wrote = false;
+  /** Completions were written to the hand-off ring since the last flush. */
+  private ringWritten = false;
   private scheduled = false;
   /** The newest submission of a ...Sync call: only its completion goes to the mailbox (see sync_mailbox.ts). */
   private newestSync = 0;
   private readonly mailbox: SyncMailboxWriter | undefined;
+  private readonly flushSoon = () => this.flush();
 
-  constructor(private readonly host: EngineHost) {
+  constructor(
+    private readonly host: EngineHost,
+    private readonly rings: EngineRings,
+  ) {
     const { mailbox } = host.init;
     this.mailbox = mailbox && new SyncMailboxWriter(mailbox);
   }
@@ -92,24 +108,30 @@ class Settler {
     if (this.mailbox && (message.type === 'done' || message.type === 'failed') && message.id === this.newestSync) {
       this.mailbox.write(message as Settlement);
       this.wrote = true;
+    } else if (message.type === 'done' && message.id < 0 && isPlain(message) && this.rings.complete(message.id)) {
+      this.wrote = true;
+      this.ringWritten = true;
     } else {
       this.outgoing.push(message);
     }
     if (!this.scheduled) {
       this.scheduled = true;
-      queueMicrotask(() => this.flush());
+      queueMicrotask(this.flushSoon);
     }
   }
 
   flush(): void {
     this.scheduled = false;
     if (this.outgoing.length === 0 && !this.wrote) return;
-    if (this.outgoing.length > 0) {
+    if (this.outgoing.length > 0 || this.ringWritten) {
+      // An empty batch wakes the caller for the ring's completions: a message wakes a waiting
+      // thread sooner than Atomics.waitAsync does here (docs/performance.md).
       const messages = this.outgoing;
       this.outgoing = [];
       this.host.post(messages);
     }
     this.wrote = false;
+    this.ringWritten = false;
     const { signal } = this.host.init;
     Atomics.add(signal, kSignalCompletions, 1);
     Atomics.notify(signal, kSignalCompletions);
@@ -122,6 +144,11 @@ class Settler {
     this.flush();
     this.host.close();
   }
+}
+
+/** A completion that hands the caller nothing but itself (the result is in the caller's memory). */
+function isPlain(done: FromEngine & { type: 'done' }): boolean {
+  return done.output === undefined && done.shape === undefined && done.counts === undefined;
 }
 
 /**
@@ -151,7 +178,8 @@ async function connect(host: EngineHost): Promise<{ backend: BackendName; connec
 export async function runEngine(host: EngineHost): Promise<void> {
   const { config, signal, stats } = host.init;
   const { logger, observer } = host;
-  const settler = new Settler(host);
+  const rings = new EngineRings(host.init.handOff);
+  const settler = new Settler(host, rings);
   const because = sayWhyJoined(config, logger);
   let backend: BackendName;
   let connection: TransportHandle;
@@ -168,20 +196,49 @@ export async function runEngine(host: EngineHost): Promise<void> {
     settler.finish({ type: 'init-failed', error: toErrorRecord(error) });
     return;
   }
+  /** Bound submissions by slot: later calls of each come through the ring (hand_off.ts). */
+  const bound = new Map<number, Submission>();
+  const submit = (submission: Submission) => {
+    if (submission.sync) settler.expectSync(submission.id);
+    engine.enqueue(submission);
+  };
   const enqueue = (message: ToEngine & { type: 'enqueue' }) => {
-    for (const { id, request, buffer, output, fresh, set, sync } of message.submissions) {
-      if (sync) settler.expectSync(id);
-      engine.enqueue(id, request, buffer, output, fresh, set);
+    // First the ring calls written before this message was posted: a slot it drops may be theirs.
+    rings.takeSubmissions(takeRingCall);
+    for (const submission of message.submissions) {
+      if (submission.drop !== undefined) bound.delete(submission.drop);
+      if (submission.slot !== undefined) bound.set(submission.slot, submission);
+      submit(submission);
     }
+    // A ring call of a slot bound by this message may be waiting for it.
+    takeRing();
+  };
+  /** A ring call: its bound submission again, under the call's id (one call per name is in flight). */
+  const takeRingCall = (call: RingCall): boolean => {
+    const submission = bound.get(call.slot);
+    if (submission === undefined) return false;
+    submission.id = call.id;
+    submission.sync = call.sync;
+    // The timeline's marks of the previous call are not this one's.
+    const entry = submission as Entry;
+    if (entry.queuedUs !== undefined) entry.queuedUs = entry.reportedUs = entry.agreedUs = undefined;
+    submit(submission);
+    return true;
+  };
+  const takeRing = () => {
+    rings.takeSubmissions(takeRingCall);
   };
   // The submissions a burst posted before lowering its flag are queued on the channel already.
   const takePosted = host.takePosted;
   const drainSubmissions = () => {
-    if (takePosted === undefined) return;
-    for (const message of takePosted()) {
-      if (message.type === 'enqueue') enqueue(message);
-      else runSoon(() => onMessage(message));
+    if (takePosted !== undefined) {
+      for (const message of takePosted()) {
+        if (message.type === 'enqueue') enqueue(message);
+        else if (message.type === 'ring') takeRing();
+        else runSoon(() => onMessage(message));
+      }
     }
+    rings.takeSubmissions(takeRingCall);
   };
   const gate = config.burstHoldMs > 0 ? new BurstGate(signal, kSignalBurst, config.burstHoldMs, drainSubmissions) : undefined;
   if (hosts === undefined) logger.info("the launcher's placements do not say which host each rank is on: collectives run flat");
@@ -198,6 +255,10 @@ export async function runEngine(host: EngineHost): Promise<void> {
   const onMessage = (message: ToEngine): void => {
     if (message.type === 'enqueue') {
       enqueue(message);
+      return;
+    }
+    if (message.type === 'ring') {
+      takeRing();
       return;
     }
     stopListening();

@@ -11,7 +11,8 @@ import type { WireDType } from '../core/types.js';
 import type { Agreement } from './ops/op_spec.js';
 import type { Request } from './ops/registry.js';
 
-export type { CollectiveOp, Request } from './ops/registry.js';
+export type { CollectiveOp } from '../core/collective_ops.js';
+export type { Request } from './ops/registry.js';
 
 /**
  * Run `names` (several when fused, fusion.ts) with what every rank agreed on: the ruling request's

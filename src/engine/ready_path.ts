@@ -11,12 +11,12 @@
  * from closed rounds).
  */
 import { PeerFailureError, ShutdownError, toErrorRecord } from '../core/errors.js';
+import { elementCount } from '../core/shapes.js';
 import type { Coordinator } from './coordinator.js';
 import { EagerExchange } from './eager_exchange.js';
 import type { Executor } from './executor.js';
 import { planFusion } from './fusion.js';
 import type { ControlMessage, ExecuteResponse, Request, Response } from './messages.js';
-import { elementCount } from './ops/agreement.js';
 import { AllToAllExchange } from './ready_all_to_all.js';
 import { DoublingExchange } from './ready_doubling.js';
 import type { ExchangeMode } from './ready_exchange_mode.js';

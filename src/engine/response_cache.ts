@@ -13,8 +13,9 @@
  * Not cached: operations whose spec says so (allgather: its response carries every rank's first
  * dimension, which may change from step to step) and unnamed calls (their names never repeat).
  */
+import { isUnnamed } from '../core/collective_ops.js';
 import type { ExecuteResponse, Request, Response } from './messages.js';
-import { isUnnamed, specOf } from './ops/registry.js';
+import { specOf } from './ops/registry.js';
 
 export class ResponseCache {
   private readonly byName = new Map<string, number>();

@@ -436,18 +436,20 @@ export class SetEngine {
     if (!response.joined?.includes(this.settings.rank)) return undefined;
     const support = specOf(response.request).joined;
     if (!support) return undefined;
-    return { id: -1, ...support.standIn(response) };
+    // No call of the caller's: its id is never posted (run() knows stand-ins by their set).
+    return { id: 0, ...support.standIn(response) };
   }
 
   private async run(response: ExecuteResponse): Promise<void> {
     const entries: Entry[] = [];
     const standIns = new Set<Entry>();
     for (const name of response.names) {
-      const entry = this.queue.take(name) ?? this.standIn(response);
+      const queued = this.queue.take(name);
+      const entry = queued ?? this.standIn(response);
       // Missing only once this rank has failed or begun shutting down; the peers will see it.
       if (!entry) continue;
       entries.push(entry);
-      if (entry.id < 0) standIns.add(entry);
+      if (!queued) standIns.add(entry);
     }
     if (entries.length === 0) return;
     const failure = this.hooks.failure();

@@ -14,7 +14,7 @@
  * failed and bytes counters. A settled call is counted before its completion is posted, so a
  * caller that has awaited a collective finds it counted.
  */
-import { kCollectiveOps } from './ops/registry.js';
+import { kCollectiveOps } from '../core/collective_ops.js';
 
 /** The operations counted one by one: every collective, then send and recv. */
 export const kStatOps = [...kCollectiveOps, 'send', 'recv'] as const;

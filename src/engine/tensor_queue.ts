@@ -4,11 +4,12 @@
  */
 import type { Request } from './messages.js';
 import type { OpEntry } from './ops/op_spec.js';
+import type { Submission } from './worker_protocol.js';
 
-export interface Entry extends OpEntry<Request> {
-  id: number;
-  /** `buffer` is fresh memory (Submission.fresh). */
-  fresh?: boolean;
+/** A collective's submission as the engine queues it (the submission object itself, stamped). */
+export interface Entry extends OpEntry<Request>, Omit<Submission<Request>, 'buffer' | 'output'> {
+  /** performance.now() at submission (stats, the dashboard). */
+  submittedMs?: number;
   /** Timeline only: when the entry was queued, reported to rank 0, and agreed (µs). */
   queuedUs?: number;
   reportedUs?: number;

@@ -28,6 +28,8 @@ export interface EngineInit {
    * caller, which cannot drain its port while it blocks. Unset on Node, whose caller can.
    */
   mailbox?: SharedArrayBuffer;
+  /** The rings of the steady state's hand-off (hand_off.ts): calls of bound submissions and their completions. */
+  handOff: SharedArrayBuffer;
 }
 
 /**
@@ -39,10 +41,15 @@ export interface WorkerInit extends EngineInit {
   port: import('node:worker_threads').MessagePort;
 }
 
-/** One collective the caller submitted. */
-export interface Submission {
+/**
+ * One call the caller submitted: the engine queues this object itself (tensor_queue.ts). A
+ * submission bound to a slot is kept by the engine, and later calls of it travel through the
+ * hand-off ring as the slot and a new id (hand_off.ts).
+ */
+export interface Submission<R extends Request | PeerRequest = Request | PeerRequest> {
+  /** Positive for calls sent as messages, negative for calls through the ring. */
   id: number;
-  request: Request | PeerRequest;
+  request: R;
   /** allreduce/broadcast: the output (already holding this rank's input); allgather: the input copy. */
   buffer: TypedArray | undefined;
   /** Allgather with option 'out': where the result goes (the engine allocates it otherwise). */
@@ -55,13 +62,21 @@ export interface Submission {
   /** The process set of a collective; unset: the world. */
   set?: number;
   /** A ...Sync call made it: with a mailbox, its completion goes there (sync_mailbox.ts). */
-  sync?: true;
+  sync?: boolean;
+  /** Keep this submission under `slot`: the caller's later calls of it come through the ring. */
+  slot?: number;
+  /** A slot the caller no longer uses (the name's previous binding, or one it evicted). */
+  drop?: number;
 }
 
 /** Caller → engine. Submissions made in one synchronous burst travel as one message. */
-export type ToEngine = { type: 'enqueue'; submissions: Submission[] } | { type: 'shutdown' };
+/** 'ring': the caller wrote calls to the hand-off ring (hand_off.ts). */
+export type ToEngine = { type: 'enqueue'; submissions: Submission[] } | { type: 'ring' } | { type: 'shutdown' };
 
-/** Engine → caller; the port carries arrays of these (the completions of one engine turn). */
+/**
+ * Engine → caller; the port carries arrays of these (the completions of one engine turn), and an
+ * empty array when the turn's completions are all in the hand-off ring (hand_off.ts).
+ */
 export type FromEngine =
   | { type: 'ready'; backend: BackendName }
   | { type: 'init-failed'; error: ErrorRecord }

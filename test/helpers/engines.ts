@@ -48,7 +48,7 @@ export function startEngines(size: number, options: InitOptions = {}): TestRank[
       submit(request, buffer) {
         const id = nextId++;
         const done = new Promise<FromEngine>((resolve) => waiting.set(id, resolve));
-        engine.enqueue(id, request, buffer);
+        engine.enqueue({ id, request, buffer });
         return done;
       },
     };

@@ -46,7 +46,15 @@ export class LocalEngine implements EngineLink {
       this.pending.set(id, { resolve, reject, released: call.released });
     });
     try {
-      this.engine.enqueue(id, call.request, call.buffer, call.output, call.fresh, call.set);
+      const { request, buffer, output, fresh, set } = call;
+      this.engine.enqueue({
+        id,
+        request,
+        buffer,
+        ...(output && { output }),
+        ...(fresh && { fresh }),
+        ...(set !== undefined && { set }),
+      });
     } catch (error) {
       const pending = this.pending.get(id);
       this.pending.delete(id);

@@ -19,3 +19,12 @@ describe('bench arguments: --compression', () => {
     assert.throws(() => parseBenchArgs(['--op', 'allreduce', '--compression', 'fp16', '--in-place']), /no in-place form/);
   });
 });
+
+describe('bench arguments: --step', () => {
+  it('times the training step when --op is not given, or when asked', () => {
+    assert.equal(parseBenchArgs([]).step, true);
+    assert.equal(parseBenchArgs(['--op', 'allreduce']).step, false);
+    assert.equal(parseBenchArgs(['--op', 'allreduce', '--step']).step, true);
+    assert.equal(parseBenchArgs(['--no-step']).step, false);
+  });
+});

@@ -1,7 +1,6 @@
 /** reducescatter on the caller's side: options, the input copy, this rank's rows of the result. */
+import { elementCount, splitRows } from '../../core/shapes.js';
 import type { Compression, ReduceOp, TypedArray } from '../../core/types.js';
-import { elementCount } from '../../engine/ops/agreement.js';
-import { splitRows } from '../../engine/ops/reducescatter.js';
 import type { ReducescatterRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
 import { compressToStaging, decompress, parseCompression, stagedHalves } from '../compression.js';

@@ -1,7 +1,7 @@
 /** scatter on the caller's side: the root's tensor and splits; the other ranks pass nothing. */
 import { InvalidArgumentError } from '../../core/errors.js';
+import { splitRows } from '../../core/shapes.js';
 import type { ShapedTensor, TypedArray } from '../../core/types.js';
-import { splitRows } from '../../engine/ops/reducescatter.js';
 import type { ScatterRequest } from '../../engine/ops/registry.js';
 import type { CallContext, Prepared } from '../call.js';
 import type { ProcessSet } from '../process_set.js';

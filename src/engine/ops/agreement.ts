@@ -65,9 +65,3 @@ export function trailingDimsCheck(op: string): FieldCheck<RequestBase> {
 export function rootCheck(op: string): FieldCheck<{ root: number }> {
   return { what: `${op} roots`, text: (r) => `root ${r.root}` };
 }
-
-export function elementCount(shape: readonly number[]): number {
-  let n = 1;
-  for (const d of shape) n *= d;
-  return n;
-}

@@ -8,8 +8,9 @@
 import { allgatherRunsHierarchically, hierarchicalAllgather } from '../../algorithms/hierarchical_allgather.js';
 import { ringAllgather } from '../../algorithms/ring_allgather.js';
 import { allocShared } from '../../core/dtypes.js';
+import { elementCount } from '../../core/shapes.js';
 import { withOutLength, writeOutLength } from '../wire.js';
-import { elementCount, firstMismatch, kDTypeCheck, kNdimCheck, shapeText, trailingDimsCheck } from './agreement.js';
+import { firstMismatch, kDTypeCheck, kNdimCheck, shapeText, trailingDimsCheck } from './agreement.js';
 import type { Agreement, OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';
 
 export interface AllgatherRequest extends RequestBase<'allgather'> {

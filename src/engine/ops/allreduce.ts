@@ -7,10 +7,11 @@ import { allreduce } from '../../algorithms/allreduce.js';
 import { allreduceRunsHierarchically, hierarchicalAllreduce } from '../../algorithms/hierarchical_allreduce.js';
 import { reduceInRankOrder } from '../../algorithms/rank_order_reduce.js';
 import { bytesPerElement, constructorOf } from '../../core/dtypes.js';
+import { elementCount } from '../../core/shapes.js';
 import { kReduceOps, type ReduceOp, type TypedArray } from '../../core/types.js';
 
 import { codeOf } from '../wire.js';
-import { elementCount, type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
+import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
 import { identityBuffer, overContributors } from './join_support.js';
 import type { ExecutionContext, OpEntry, OpSpec, RequestBase } from './op_spec.js';
 import { pack, unpack } from './packing.js';

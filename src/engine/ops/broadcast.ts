@@ -4,7 +4,8 @@
  */
 import { broadcast } from '../../algorithms/broadcast.js';
 import { allocShared } from '../../core/dtypes.js';
-import { elementCount, firstMismatch, kDTypeCheck, kShapeCheck, rootCheck } from './agreement.js';
+import { elementCount } from '../../core/shapes.js';
+import { firstMismatch, kDTypeCheck, kShapeCheck, rootCheck } from './agreement.js';
 import { joinedRoot } from './join_support.js';
 import type { OpEntry, OpSpec, RequestBase } from './op_spec.js';
 

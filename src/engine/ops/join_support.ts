@@ -4,8 +4,8 @@
  * contributed.
  */
 import { allocShared, reduceIdentity } from '../../core/dtypes.js';
+import { elementCount } from '../../core/shapes.js';
 import type { ReduceOp, TypedArray, WireDType } from '../../core/types.js';
-import { elementCount } from './agreement.js';
 import type { Agreement, Refusal } from './op_spec.js';
 import type { ScaleFactors } from './scaling.js';
 

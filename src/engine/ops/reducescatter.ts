@@ -6,22 +6,17 @@
  * output (`output`, its own rows) along, since its size follows from the shape alone.
  */
 import { ringReducescatter } from '../../algorithms/ring_reducescatter.js';
-import { chunkLength } from '../../algorithms/segments.js';
 import { allocShared } from '../../core/dtypes.js';
+import { elementCount, splitRows } from '../../core/shapes.js';
 import { kReduceOps, type ReduceOp } from '../../core/types.js';
 import { codeOf } from '../wire.js';
-import { elementCount, type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
+import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
 import { identityBuffer, overContributors } from './join_support.js';
 import type { OpEntry, OpSpec, RequestBase } from './op_spec.js';
 import { kScalesCheck, readScales, type ScaleFactors, scale, writeScales } from './scaling.js';
 
 export interface ReducescatterRequest extends RequestBase<'reducescatter'>, ScaleFactors {
   reduceOp: ReduceOp;
-}
-
-/** Rows of each rank when `rows` rows are split over `size` ranks: the first rows % size get one more. */
-export function splitRows(rows: number, size: number): number[] {
-  return Array.from({ length: size }, (_, r) => chunkLength(rows, size, r));
 }
 
 const kReduceOpCheck: FieldCheck<ReducescatterRequest> = { what: 'reduce ops', text: (r) => r.reduceOp };

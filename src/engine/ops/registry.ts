@@ -3,6 +3,7 @@
  * names and their wire codes all derive from this one list, so a new collective is one spec file
  * and one entry here (docs/adding_a_collective.md).
  */
+import type { CollectiveOp } from '../../core/collective_ops.js';
 import { type AllgatherRequest, allgatherOp } from './allgather.js';
 import { type AllreduceRequest, allreduceOp } from './allreduce.js';
 import { type AlltoallRequest, alltoallOp } from './alltoall.js';
@@ -16,7 +17,7 @@ import { type ReduceRequest, reduceOp } from './reduce.js';
 import { type ReducescatterRequest, reducescatterOp } from './reducescatter.js';
 import { type ScatterRequest, scatterOp } from './scatter.js';
 
-/** A spec's index is its operation's code in negotiation messages: append only. */
+/** In the order of core/collective_ops.ts (a unit test pins it): a spec's index is its operation's wire code. */
 const kSpecs = [
   allreduceOp,
   allgatherOp,
@@ -36,7 +37,11 @@ type RequestOf<S> = S extends OpSpec<infer R> ? R : never;
 
 /** What one rank asks for: a union with one member per collective, told apart by `op`. */
 export type Request = RequestOf<(typeof kSpecs)[number]>;
-export type CollectiveOp = Request['op'];
+
+/** Compile-time: every named collective has a spec here, and every spec a name there. */
+const kOneSpecPerOp: [Request['op']] extends [CollectiveOp] ? ([CollectiveOp] extends [Request['op']] ? true : never) : never =
+  true;
+void kOneSpecPerOp;
 
 export type {
   AddProcessSetRequest,
@@ -53,24 +58,12 @@ export type {
   ScatterRequest,
 };
 
-/** The operations in wire order. */
-export const kCollectiveOps: readonly CollectiveOp[] = kSpecs.map((spec) => spec.op);
+/** The operations of the specs, in their order (a test checks it is core/collective_ops.ts'). */
+export const kSpecOps: readonly Request['op'][] = kSpecs.map((spec) => spec.op);
 
 const kByOp = new Map<string, OpSpec<Request>>(kSpecs.map((spec) => [spec.op, spec as unknown as OpSpec<Request>]));
 
 /** The spec of `request`'s operation, typed for it. */
 export function specOf<R extends Request>(request: R): OpSpec<R> {
   return kByOp.get(request.op) as unknown as OpSpec<R>;
-}
-
-/** The name of the n-th unnamed call of `op` on a rank: ranks match unnamed calls by their order per op. */
-export function unnamedName(op: CollectiveOp, n: number): string {
-  return `${op}#${n}`;
-}
-
-const kUnnamed = new RegExp(`^(${kCollectiveOps.join('|')})#\\d+$`);
-
-/** Whether `name` is one that unnamedName made: each is used once, so it is never worth caching. */
-export function isUnnamed(name: string): boolean {
-  return kUnnamed.test(name);
 }

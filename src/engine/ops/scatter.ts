@@ -9,8 +9,9 @@
  */
 import { treeScatter } from '../../algorithms/tree_scatter.js';
 import { allocShared } from '../../core/dtypes.js';
+import { elementCount } from '../../core/shapes.js';
 import { readCounts, withOutLength, writeCounts, writeOutLength } from '../wire.js';
-import { elementCount, firstMismatch, rootCheck } from './agreement.js';
+import { firstMismatch, rootCheck } from './agreement.js';
 import type { OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';
 
 export interface ScatterRequest extends RequestBase<'scatter'> {

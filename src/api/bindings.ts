@@ -1,0 +1,113 @@
+/**
+ * Which submissions the engine already holds, by process set and name (engine/hand_off.ts): a
+ * call whose request and memory are those of the last call of its name is sent as the slot the
+ * engine keeps them under, without a message. Only calls that can repeat are bound: named ones
+ * on memory the caller keeps (option 'out', or in place), not fresh outputs or pooled input copies,
+ * and not sends or recvs (their names never repeat).
+ */
+import { isUnnamed } from '../core/collective_ops.js';
+import type { TypedArray } from '../core/types.js';
+import type { Request } from '../engine/messages.js';
+import type { PeerRequest } from '../engine/peer_request.js';
+
+/** Bindings kept at most; past it the least recently used is dropped (a loop with ever new names). */
+const kMaxBindings = 4096;
+
+/** What of a call (engine_client.ts: Call) decides whether the engine holds it. */
+export interface BindableCall {
+  request: Request | PeerRequest;
+  buffer: TypedArray | undefined;
+  output?: TypedArray | undefined;
+  fresh?: boolean | undefined;
+  released?: (() => void) | undefined;
+  set?: number | undefined;
+}
+
+interface Binding {
+  slot: number;
+  request: Request;
+  buffer: TypedArray | undefined;
+  output: TypedArray | undefined;
+}
+
+/** A new binding: its slot, and the slot the engine can forget (the name's previous binding, or an evicted one). */
+export interface NewBinding {
+  slot: number;
+  drop?: number;
+}
+
+export class Bindings {
+  /** Per process set (0: the world), by name, least recently used first. */
+  private readonly bySet = new Map<number, Map<string, Binding>>();
+  private count = 0;
+  private nextSlot = 0;
+
+  /** The slot of `call` when the engine holds exactly this submission, else undefined. */
+  slotOf(call: BindableCall): number | undefined {
+    const binding = this.bySet.get(call.set ?? 0)?.get(call.request.name);
+    if (
+      binding === undefined ||
+      binding.buffer !== call.buffer ||
+      binding.output !== call.output ||
+      !sameRequest(binding.request, call.request)
+    )
+      return undefined;
+    return binding.slot;
+  }
+
+  /** Binds `call` to a new slot when it can repeat (see the header); undefined when it cannot. */
+  bind(call: BindableCall): NewBinding | undefined {
+    const { request } = call;
+    if (call.fresh || call.released !== undefined || isPeer(request) || isUnnamed(request.name)) return undefined;
+    const set = call.set ?? 0;
+    let names = this.bySet.get(set);
+    if (!names) {
+      names = new Map();
+      this.bySet.set(set, names);
+    }
+    const slot = this.nextSlot++;
+    const previous = names.get(request.name);
+    names.delete(request.name);
+    names.set(request.name, { slot, request, buffer: call.buffer, output: call.output });
+    if (previous) return { slot, drop: previous.slot };
+    if (++this.count <= kMaxBindings) return { slot };
+    return { slot, drop: this.evictOldest() };
+  }
+
+  /** Drops the least recently bound name's binding (of any set); returns its slot. */
+  private evictOldest(): number | undefined {
+    for (const names of this.bySet.values()) {
+      for (const [name, binding] of names) {
+        names.delete(name);
+        this.count--;
+        return binding.slot;
+      }
+    }
+    return undefined;
+  }
+}
+
+function isPeer(request: Request | PeerRequest): request is PeerRequest {
+  return request.op === 'send' || request.op === 'recv';
+}
+
+/** Whether two requests (plain data: numbers, strings, arrays of numbers, a group tag) are the same. */
+function sameRequest(a: Request, b: Request | PeerRequest): boolean {
+  const x = a as unknown as Record<string, unknown>;
+  const y = b as unknown as Record<string, unknown>;
+  let keys = 0;
+  for (const key in x) {
+    keys++;
+    const u = x[key];
+    const v = y[key];
+    if (u === v) continue;
+    if (Array.isArray(u)) {
+      if (!Array.isArray(v) || u.length !== v.length) return false;
+      for (let i = 0; i < u.length; i++) if (u[i] !== v[i]) return false;
+    } else if (typeof u === 'object' && u !== null && typeof v === 'object' && v !== null) {
+      if (!sameRequest(u as Request, v as Request)) return false;
+    } else return false;
+  }
+  for (const _ in y) keys--;
+  return keys === 0;
+}

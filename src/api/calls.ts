@@ -1,0 +1,311 @@
+/**
+ * The life of one rank's calls between the facade (runtime.ts) and the engine: the process set a
+ * call runs in (option 'processSet'), its preparation at call time (api/ops/), its name in flight,
+ * the pooled memory it gives back once the engine is done with it, and its submission, awaited
+ * (`run`), blocked on (`runSync`), or as one of a group (`runGroup`).
+ */
+import { platform } from '#platform';
+import { createHalfConverter, type HalfConverter } from '../algorithms/half_convert.js';
+import { BufferPool } from '../core/buffer_pool.js';
+import { type CollectiveOp, unnamedName } from '../core/collective_ops.js';
+import { allocShared } from '../core/dtypes.js';
+import { InvalidArgumentError, RingReduceError, ShutdownError } from '../core/errors.js';
+import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
+import type { TypedArray } from '../core/types.js';
+import type { Request } from '../engine/messages.js';
+import type { CallContext, Prepared } from './call.js';
+import type { EngineLink } from './engine_client.js';
+import { type ProcessSet, parseProcessSet } from './process_set.js';
+import { type ParsedTensor, parseName } from './tensor_args.js';
+
+/**
+ * Allgather input copies kept for reuse, at most (in free buffers): enough for the input of a
+ * 512 MiB allgather on 2 ranks. What is kept stays resident, like the caller's own tensors.
+ */
+const kStagingRetainBytes = 256 * 1024 * 1024;
+
+/** An op's preparation at call time (api/ops/): the checked arguments become a submission. */
+export type Prepare<A> = (context: CallContext, argument: A, options: unknown) => Prepared;
+
+/** The collective each grouped call is a group of. */
+const kGroupedOps = {
+  groupedAllreduce: 'allreduce',
+  groupedAllgather: 'allgather',
+  groupedReducescatter: 'reducescatter',
+} as const;
+export type GroupedOp = keyof typeof kGroupedOps;
+
+/** What the calls need of their rank: its place in the job and its process sets. */
+export interface CallOwner {
+  /** The runtime whose process sets a call may name. */
+  readonly runtime: object;
+  readonly rank: number;
+  readonly size: number;
+}
+
+export class Calls {
+  /** How many unnamed calls of each op, per process set, this rank has made: ranks match them by this order. */
+  private readonly unnamedCounters = new Map<string, number>();
+  /** The names in flight, per process set (0: the world): names are scoped per set. */
+  private readonly inFlight = new Map<number, Set<string>>();
+  /** Process sets (0: the world) in which this rank has a join pending: it makes no other call there. */
+  private readonly joining = new Set<number>();
+  /**
+   * Fresh outputs are SharedArrayBuffers, which V8 is slow to free: see shared_memory_reclaimer.ts.
+   * Adaptive: a loop of large fresh outputs gets its old ones freed, and reused by malloc, soon.
+   */
+  private readonly reclaimer = new SharedMemoryReclaimer({ adaptive: true, collect: platform.collector() });
+  /**
+   * Memory for allgather's input copy (the engine needs it shared, and the output's layout is
+   * only known after negotiation), reused: fresh memory costs its page faults at first touch,
+   * which made a 16 MiB allgather on 2 ranks take 42 ms instead of 8 here.
+   */
+  private readonly staging = new BufferPool<SharedArrayBuffer>(kStagingRetainBytes, (bytes) => new SharedArrayBuffer(bytes));
+  /** fp16 compression's conversions: a WebAssembly instance, made by the first compressed call. */
+  private halfConverter: HalfConverter | undefined;
+  private shutDown = false;
+  /** What the ops' preparations need from this rank, for the world's collectives. */
+  private world: CallContext;
+  private readonly setContexts = new Map<number, CallContext>();
+
+  constructor(
+    private engine: EngineLink,
+    private owner: CallOwner,
+  ) {
+    this.world = this.contextFor(undefined);
+  }
+
+  /** The world's context, for the world's own collectives (adding and removing process sets). */
+  get worldContext(): CallContext {
+    return this.world;
+  }
+
+  /** An elastic job's next generation: another engine, another rank; names and sets start over. */
+  restart(engine: EngineLink, owner: CallOwner): void {
+    this.engine = engine;
+    this.owner = owner;
+    this.world = this.contextFor(undefined);
+    this.setContexts.clear();
+    this.unnamedCounters.clear();
+    this.inFlight.clear();
+    this.joining.clear();
+  }
+
+  /** Later calls are refused with ShutdownError. */
+  close(): void {
+    this.shutDown = true;
+  }
+
+  /** Process set `id` was removed: its context goes. */
+  forgetSet(id: number): void {
+    this.setContexts.delete(id);
+  }
+
+  /** Prepares the call in the set of option 'processSet' and runs it; settles with the caller's result. */
+  run<A>(prepare: Prepare<A>, argument: A, options: unknown): Promise<unknown> {
+    let prepared: Prepared;
+    try {
+      prepared = this.scoped(prepare, argument, options, false);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.submit(prepared);
+  }
+
+  /**
+   * `prepare`s the call of ...Sync method `method` and blocks this thread until it settles;
+   * refused first, before the call takes a name, where this thread may not block.
+   */
+  runSync<A>(method: string, prepare: Prepare<A>, argument: A, options: unknown): unknown {
+    if (!platform.mayBlock()) {
+      throw new RingReduceError(
+        `${method} blocks its thread (Atomics.wait), which a browser does not allow on a page's main thread: await ${method.slice(0, -4)}() instead, or run the program in a worker (ringrun's page does)`,
+      );
+    }
+    const prepared = this.scoped(prepare, argument, options, false);
+    const names = this.claim(prepared);
+    try {
+      return prepared.finish(this.engine.submitSync(prepared));
+    } finally {
+      names.delete(prepared.request.name);
+      prepared.releaseHeld?.();
+    }
+  }
+
+  /** Runs a call prepared in the world's context (the collectives of process sets themselves). */
+  async submit(prepared: Prepared): Promise<unknown> {
+    const names = this.claim(prepared);
+    try {
+      return prepared.finish(await this.engine.submit(prepared));
+    } finally {
+      names.delete(prepared.request.name);
+      prepared.releaseHeld?.();
+    }
+  }
+
+  /** A join: while it is pending, this rank makes no other call in its set. */
+  async join(prepare: Prepare<undefined>, options: unknown): Promise<number> {
+    const prepared = this.scoped(prepare, undefined, options, true);
+    const set = prepared.set ?? 0;
+    this.joining.add(set);
+    try {
+      return (await this.submit(prepared)) as number;
+    } finally {
+      this.joining.delete(set);
+    }
+  }
+
+  /**
+   * Prepares every member of a group (nothing is submitted if one is refused), marks them as one
+   * group, and submits them in one burst: rank 0 releases them together (engine/groups.ts).
+   */
+  async runGroup(op: GroupedOp, tensors: unknown, options: unknown, prepare: Prepare<unknown>): Promise<unknown[]> {
+    if (!Array.isArray(tensors) || tensors.length === 0) {
+      throw new InvalidArgumentError(`${op} needs a non-empty array of tensors, got ${String(tensors)}`);
+    }
+    const given = typeof options === 'object' && options !== null ? (options as { name?: unknown }).name : undefined;
+    const calls: Prepared[] = [];
+    const prepareAll: Prepare<undefined> = (c) => {
+      const group = c.nameFor(kGroupedOps[op], parseName(given), op);
+      for (const [index, tensor] of tensors.entries()) {
+        const call = prepare(c, tensor, { ...(options as object), name: `${group}/${index}` });
+        (call.request as Request).group = { name: group, size: tensors.length, index };
+        calls.push(call);
+      }
+      return calls[0] as Prepared;
+    };
+    const first = this.scoped(prepareAll, undefined, options, false);
+    for (const call of calls) call.set = first.set;
+    let claimed = 0;
+    try {
+      for (const call of calls) {
+        this.claim(call);
+        claimed++;
+      }
+    } catch (error) {
+      // Nothing was submitted: the claimed names and every member's memory go back now.
+      for (const call of calls.slice(0, claimed)) this.namesInFlight(call.set).delete(call.request.name);
+      for (const [i, call] of calls.entries()) {
+        if (i < claimed) {
+          call.released?.();
+          call.releaseHeld?.();
+        } else if (i > claimed) {
+          if (call.staging) this.staging.release(call.staging);
+          if (call.heldStaging) this.staging.release(call.heldStaging);
+        }
+      }
+      throw error;
+    }
+    try {
+      const completions = await Promise.all(calls.map((call) => this.engine.submit(call)));
+      return completions.map((completion, i) => (calls[i] as Prepared).finish(completion));
+    } finally {
+      for (const call of calls) {
+        this.namesInFlight(call.set).delete(call.request.name);
+        call.releaseHeld?.();
+      }
+    }
+  }
+
+  /** The call prepared in the context of option 'processSet' (the world's when unset). */
+  private scoped<A>(prepare: Prepare<A>, argument: A, options: unknown, joinCall: boolean): Prepared {
+    const value = typeof options === 'object' && options !== null ? (options as { processSet?: unknown }).processSet : undefined;
+    const set = value === undefined ? undefined : parseProcessSet(value, this.owner.runtime, this.owner.rank);
+    // Refused before the call takes an unnamed name: ranks match unnamed calls by their count.
+    if (!joinCall && this.joining.size > 0 && this.joining.has(set?.id ?? 0)) {
+      const where = set ? `process set ${set.id}` : 'the job';
+      throw new InvalidArgumentError(
+        `rank ${this.owner.rank} has joined ${where}: wait for join() to resolve before its next collective`,
+      );
+    }
+    if (!set) return prepare(this.world, argument, options);
+    const prepared = prepare(this.contextOfSet(set), argument, options);
+    prepared.set = set.id;
+    return prepared;
+  }
+
+  private contextOfSet(set: ProcessSet): CallContext {
+    let context = this.setContexts.get(set.id);
+    if (!context) {
+      context = this.contextFor(set);
+      this.setContexts.set(set.id, context);
+    }
+    return context;
+  }
+
+  /** Ranks and names inside `set` (the world when undefined); memory is shared by all. */
+  private contextFor(set: ProcessSet | undefined): CallContext {
+    const scope = set ? `${set.id}/` : '';
+    const { rank, size } = this.owner;
+    return {
+      rank: set ? set.rank() : rank,
+      size: set ? set.size() : size,
+      nameFor: (op, name, label) => {
+        if (name !== undefined) return name;
+        const key = `${scope}${op}`;
+        const n = this.unnamedCounters.get(key) ?? 0;
+        this.unnamedCounters.set(key, n + 1);
+        return label === undefined ? unnamedName(op as CollectiveOp, n) : `${label} #${n}`;
+      },
+      fresh: (t: ParsedTensor, length = t.data.length): TypedArray => {
+        const array = allocShared(t.dtype, length);
+        this.reclaimer.release(array.byteLength);
+        return array;
+      },
+      staging: this.staging,
+      halves: () => {
+        this.halfConverter ??= createHalfConverter();
+        return this.halfConverter;
+      },
+    };
+  }
+
+  /**
+   * Marks the name in flight in its set (names are scoped per set), and has the call's staging
+   * memory go back to the pool once the engine is done with it (`released`). A call refused here
+   * gives it back at once. Held staging goes back after `finish` (`releaseHeld`), and only if the
+   * engine is done with it: a call this thread gave up waiting for keeps it out of reuse. Returns
+   * the names in flight in the call's set, which the caller takes the name out of once it settled.
+   */
+  private claim(prepared: Prepared): Set<string> {
+    const { staging, heldStaging } = prepared;
+    let engineDone = false;
+    if (staging || heldStaging) {
+      prepared.released = () => {
+        engineDone = true;
+        if (staging) this.staging.release(staging);
+      };
+    }
+    if (heldStaging) {
+      prepared.releaseHeld = () => {
+        if (!engineDone) return;
+        engineDone = false;
+        this.staging.release(heldStaging);
+      };
+    }
+    const { op, name } = prepared.request;
+    const names = this.namesInFlight(prepared.set);
+    try {
+      if (this.shutDown) throw new ShutdownError(`${op} '${name}': ringreduce has been shut down`);
+      if (names.has(name)) {
+        const where = prepared.set ? ` in process set ${prepared.set}` : '';
+        throw new InvalidArgumentError(`a collective named '${name}' is already in flight${where} on rank ${this.owner.rank}`);
+      }
+    } catch (error) {
+      prepared.released?.();
+      prepared.releaseHeld?.();
+      throw error;
+    }
+    names.add(name);
+    return names;
+  }
+
+  private namesInFlight(set = 0): Set<string> {
+    let names = this.inFlight.get(set);
+    if (!names) {
+      names = new Set();
+      this.inFlight.set(set, names);
+    }
+    return names;
+  }
+}

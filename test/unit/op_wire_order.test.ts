@@ -1,0 +1,43 @@
+/**
+ * The collectives' wire codes: an operation's index in core/collective_ops.ts is its code in
+ * negotiation messages and its slot in rr.stats(), so ranks of one job must agree on the list,
+ * and a build that reorders it could not talk to one that does not. The list is pinned here
+ * (append only), and the engine's registry must list its specs in the same order.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { kCollectiveOps } from '../../src/core/collective_ops.js';
+import { decodeControl, encodeControl } from '../../src/engine/codec.js';
+import type { Request } from '../../src/engine/messages.js';
+import { kSpecOps } from '../../src/engine/ops/registry.js';
+
+const kPinned = [
+  'allreduce',
+  'allgather',
+  'broadcast',
+  'barrier',
+  'reducescatter',
+  'alltoall',
+  'reduce',
+  'gather',
+  'scatter',
+  'addProcessSet',
+  'removeProcessSet',
+  'join',
+];
+
+it('the operations keep their wire order (append only)', () => {
+  assert.deepEqual([...kCollectiveOps], kPinned);
+});
+
+it("the registry lists one spec per operation, in the operations' order", () => {
+  assert.deepEqual([...kSpecOps], kPinned);
+});
+
+it("a request's operation travels as its index in that order", () => {
+  const request: Request = { name: 'x', op: 'barrier', dtype: 'uint8', shape: [0] };
+  const bytes = encodeControl({ type: 'requests', requests: [request] });
+  // type (1), set (4), count (4), name length (4) and 'x' (1), then the op code.
+  assert.equal(bytes[14], kPinned.indexOf('barrier'));
+  assert.deepEqual(decodeControl(bytes), { type: 'requests', requests: [request] });
+});
