@@ -6,7 +6,7 @@
 import { platform } from '#platform';
 import { type Config, type InitOptions, resolveConfig } from '../core/config.js';
 import { InvalidArgumentError, RingReduceError } from '../core/errors.js';
-import type { ShapedTensor, TensorLike } from '../core/types.js';
+import type { ShapedTensor, SharedTypedArray, TensorLike } from '../core/types.js';
 import { kVersion } from '../core/version.js';
 import { type RankStats, readStats } from '../engine/stats.js';
 import type { ElasticMembership } from '../platform/platform.js';
@@ -274,11 +274,11 @@ export class RingReduce {
    * Only the root passes a tensor (and, optionally, the splits); the other ranks pass null.
    * @example const part = await rr.scatter(rr.rank() === 0 ? batch : null, { root: 0 });
    */
-  scatter(tensor: TensorLike | null, options?: ScatterOptions): Promise<ShapedTensor> {
-    return this.calls.run(prepareScatter, tensor, options) as Promise<ShapedTensor>;
+  scatter(tensor: TensorLike | null, options?: ScatterOptions): Promise<ShapedTensor<SharedTypedArray>> {
+    return this.calls.run(prepareScatter, tensor, options) as Promise<ShapedTensor<SharedTypedArray>>;
   }
-  scatterSync(tensor: TensorLike | null, options?: ScatterOptions): ShapedTensor {
-    return this.calls.runSync('scatterSync', prepareScatter, tensor, options) as ShapedTensor;
+  scatterSync(tensor: TensorLike | null, options?: ScatterOptions): ShapedTensor<SharedTypedArray> {
+    return this.calls.runSync('scatterSync', prepareScatter, tensor, options) as ShapedTensor<SharedTypedArray>;
   }
 
   /**

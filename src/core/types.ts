@@ -41,6 +41,40 @@ export type TypedArray =
   | BigInt64Array
   | BigUint64Array;
 
+/**
+ * The class of `T` on a SharedArrayBuffer: `Float32Array<SharedArrayBuffer>` for any
+ * `Float32Array`, and so on for each class; with no argument, any class of {@link TypedArray} on a
+ * SharedArrayBuffer. Every array a collective allocates for its result is of this kind: the
+ * engine thread writes into it. Such an array fits where a `Float32Array` of any buffer is
+ * expected, not where an ArrayBuffer-backed one is (`Float32Array<ArrayBuffer>`, a `BufferSource`
+ * such as `crypto.subtle.digest` takes), and its buffer cannot be transferred (`postMessage`,
+ * `structuredClone`): for those, copy it (`result.slice()` or `new Float32Array(result)`).
+ * @example
+ * const sum: SharedTypedArray<Float32Array> = await rr.allreduce(new Float32Array(4));
+ * const digest = await crypto.subtle.digest('SHA-256', sum.slice()); // slice(): an ArrayBuffer copy
+ */
+export type SharedTypedArray<T extends TypedArray = TypedArray> = T extends Float32Array
+  ? Float32Array<SharedArrayBuffer>
+  : T extends Float64Array
+    ? Float64Array<SharedArrayBuffer>
+    : T extends Int8Array
+      ? Int8Array<SharedArrayBuffer>
+      : T extends Int16Array
+        ? Int16Array<SharedArrayBuffer>
+        : T extends Int32Array
+          ? Int32Array<SharedArrayBuffer>
+          : T extends Uint8Array
+            ? Uint8Array<SharedArrayBuffer>
+            : T extends Uint16Array
+              ? Uint16Array<SharedArrayBuffer>
+              : T extends Uint32Array
+                ? Uint32Array<SharedArrayBuffer>
+                : T extends BigInt64Array
+                  ? BigInt64Array<SharedArrayBuffer>
+                  : T extends BigUint64Array
+                    ? BigUint64Array<SharedArrayBuffer>
+                    : never;
+
 /** A tensor with an explicit shape; product(shape) === data.length. */
 export interface ShapedTensor<T extends TypedArray = TypedArray> {
   data: T;
