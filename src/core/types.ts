@@ -41,6 +41,15 @@ export type TypedArray =
   | BigInt64Array
   | BigUint64Array;
 
+/** A tensor with an explicit shape; product(shape) === data.length. */
+export interface ShapedTensor<T extends TypedArray = TypedArray> {
+  data: T;
+  shape: readonly number[];
+}
+
+/** What a collective accepts: a 1-D typed array, or data with a shape. */
+export type TensorLike<T extends TypedArray = TypedArray> = T | ShapedTensor<T>;
+
 /**
  * The class of `T` on a SharedArrayBuffer: `Float32Array<SharedArrayBuffer>` for any
  * `Float32Array`, and so on for each class; with no argument, any class of {@link TypedArray} on a
@@ -74,12 +83,3 @@ export type SharedTypedArray<T extends TypedArray = TypedArray> = T extends Floa
                   : T extends BigUint64Array
                     ? BigUint64Array<SharedArrayBuffer>
                     : never;
-
-/** A tensor with an explicit shape; product(shape) === data.length. */
-export interface ShapedTensor<T extends TypedArray = TypedArray> {
-  data: T;
-  shape: readonly number[];
-}
-
-/** What a collective accepts: a 1-D typed array, or data with a shape. */
-export type TensorLike<T extends TypedArray = TypedArray> = T | ShapedTensor<T>;
