@@ -11,6 +11,7 @@ export type WireDType = DType | 'float16';
 
 /** The compressions of option 'compression': 'fp16' sends float32 tensors as IEEE binary16. */
 export const kCompressions = ['none', 'fp16'] as const;
+/** Option `compression` of allreduce (and DistributedOptimizer): 'none' (default), or 'fp16', float32 sent as IEEE binary16. */
 export type Compression = (typeof kCompressions)[number];
 
 /**
@@ -18,6 +19,11 @@ export type Compression = (typeof kCompressions)[number];
  * 'average' is for float dtypes only, the bitwise 'band', 'bor' and 'bxor' for integer ones only.
  */
 export const kReduceOps = ['sum', 'average', 'min', 'max', 'product', 'band', 'bor', 'bxor'] as const;
+/**
+ * Option `op` of the reductions (allreduce, reducescatter, reduce): element-wise 'sum'
+ * (default), 'average' (the sum divided by the ranks that contributed; float dtypes only), 'min',
+ * 'max', 'product', or bitwise 'band', 'bor', 'bxor' (integer dtypes only). Integers wrap as C's do.
+ */
 export type ReduceOp = (typeof kReduceOps)[number];
 
 /**
