@@ -11,7 +11,10 @@ export type WireDType = DType | 'float16';
 
 /** The compressions of option 'compression': 'fp16' sends float32 tensors as IEEE binary16. */
 export const kCompressions = ['none', 'fp16'] as const;
-/** Option `compression` of allreduce (and DistributedOptimizer): 'none' (default), or 'fp16', float32 sent as IEEE binary16. */
+/**
+ * Option `compression` of allreduce, allgather, reducescatter (and their grouped forms) and of
+ * DistributedOptimizer: 'none' (default), or 'fp16', float32 tensors sent as IEEE binary16.
+ */
 export type Compression = (typeof kCompressions)[number];
 
 /**

@@ -102,7 +102,8 @@ export class DistributedOptimizer extends tf.Optimizer {
    * @param options how the gradients are combined and how often; all optional
    * @throws InvalidArgumentError if `optimizer` is not a `tf.Optimizer` or is already wrapped, or
    * an option is invalid (`op` other than 'average' or 'sum', `backwardPassesPerStep` not a
-   * positive integer, `compression` other than 'none' or 'fp16'), or `processSet` does not hold this rank
+   * positive integer, `averageAggregatedGradients` not a boolean, `compression` other than 'none'
+   * or 'fp16'), or `processSet` does not hold this rank
    */
   constructor(optimizer: tf.Optimizer, options: DistributedOptimizerOptions = {}) {
     super();
