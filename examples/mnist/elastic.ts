@@ -17,8 +17,8 @@
  * what a step of the new membership must.
  */
 import * as tf from '@tensorflow/tfjs';
-import * as rrtf from '../../src/adapters/tfjs/index.js';
-import * as rr from '../../src/index.js';
+import * as rr from 'ringreduce';
+import * as rrtf from 'ringreduce/tfjs';
 import { type Digits, kClasses, kImageSize, mulberry32 } from './data.js';
 import { buildModel } from './model.js';
 import type { TrainOptions } from './options.js';

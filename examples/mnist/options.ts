@@ -20,7 +20,7 @@
  *   --kill-at-batch N   MNIST_KILL_AT_BATCH   itself when it reaches step N (counted over the whole run)
  */
 import mri from 'mri';
-import type { Compression } from '../../src/index.js';
+import type { Compression } from 'ringreduce';
 import type { BackendName } from './backend.js';
 
 export interface TrainOptions {

@@ -4,7 +4,7 @@
  * throughput (samples of all ranks per second of wall time).
  */
 import * as tf from '@tensorflow/tfjs';
-import { getLearningRate } from '../../src/adapters/tfjs/index.js';
+import { getLearningRate } from 'ringreduce/tfjs';
 
 export class ProgressLogger extends tf.Callback {
   /** samples/s of each epoch. */

@@ -9,12 +9,11 @@
  *
  * Each rank trains on its own quarter of the training set; DistributedOptimizer averages the
  * gradients over the ranks at every step, so all ranks hold the same weights throughout. The
- * options are listed in options.ts. (In an application the imports are 'ringreduce' and
- * 'ringreduce/tfjs'.)
+ * options are listed in options.ts.
  */
 import * as tf from '@tensorflow/tfjs';
-import * as rrtf from '../../src/adapters/tfjs/index.js';
-import * as rr from '../../src/index.js';
+import * as rr from 'ringreduce';
+import * as rrtf from 'ringreduce/tfjs';
 import { useBackend } from './backend.js';
 import { type Digits, kClasses, kImageSize, loadMnist, slice } from './data.js';
 import { trainElastic } from './elastic.js';

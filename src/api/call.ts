@@ -6,12 +6,24 @@
 import type { HalfConverter } from '../algorithms/half_convert.js';
 import type { BufferPool } from '../core/buffer_pool.js';
 import type { CollectiveOp } from '../core/collective_ops.js';
-import type { ShapedTensor, TensorLike, TypedArray } from '../core/types.js';
+import type { ShapedTensor, SharedTypedArray, TensorLike, TypedArray } from '../core/types.js';
 import type { Call, Completion } from './engine_client.js';
 import type { ParsedTensor } from './tensor_args.js';
 
-/** A typed array in gives the same class out; { data, shape } in gives { data, shape } out. */
-export type Result<T extends TensorLike> = T extends TypedArray ? T : T extends ShapedTensor<infer D> ? ShapedTensor<D> : never;
+/**
+ * What a collective gives back for a tensor of type `T`: the same class on a SharedArrayBuffer
+ * ({@link SharedTypedArray}), as a typed array if `T` is one, as `{ data, shape }` if `T` is. The
+ * result's memory is fresh SharedArrayBuffer memory, or the call's option `out` (which must be
+ * SharedArrayBuffer-backed), never the input's buffer unless `out` is the input.
+ * @example
+ * const sum = await rr.allreduce(new Float32Array(4)); // Float32Array<SharedArrayBuffer>
+ * const grads = await rr.allgather({ data: new Int32Array(6), shape: [2, 3] }); // ShapedTensor<Int32Array<SharedArrayBuffer>>
+ */
+export type Result<T extends TensorLike> = T extends TypedArray
+  ? SharedTypedArray<T>
+  : T extends ShapedTensor<infer D>
+    ? ShapedTensor<SharedTypedArray<D>>
+    : never;
 
 /** A collective prepared on the caller's thread: the engine call and what the caller gets back. */
 export interface Prepared extends Call {

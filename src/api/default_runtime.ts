@@ -5,7 +5,7 @@
  */
 import type { InitOptions } from '../core/config.js';
 import { InvalidArgumentError, ShutdownError } from '../core/errors.js';
-import type { ShapedTensor, TensorLike } from '../core/types.js';
+import type { ShapedTensor, SharedTypedArray, TensorLike } from '../core/types.js';
 import { kVersion } from '../core/version.js';
 import {
   type AllgatherObjectOptions,
@@ -297,7 +297,7 @@ export const gatherSync = <T extends TensorLike>(tensor: T, options?: GatherOpti
  * @returns this rank's piece, `{ data, shape }`
  * @example const part = await rr.scatter(rr.rank() === 0 ? batch : null, { root: 0 });
  */
-export const scatter = (tensor: TensorLike | null, options?: ScatterOptions): Promise<ShapedTensor> =>
+export const scatter = (tensor: TensorLike | null, options?: ScatterOptions): Promise<ShapedTensor<SharedTypedArray>> =>
   withInstance((rr) => rr.scatter(tensor, options));
 /**
  * {@link scatter}, blocking this thread until done.
@@ -305,7 +305,7 @@ export const scatter = (tensor: TensorLike | null, options?: ScatterOptions): Pr
  * @param options as for {@link scatter}
  * @example const part = rr.scatterSync(rr.rank() === 0 ? batch : null);
  */
-export const scatterSync = (tensor: TensorLike | null, options?: ScatterOptions): ShapedTensor =>
+export const scatterSync = (tensor: TensorLike | null, options?: ScatterOptions): ShapedTensor<SharedTypedArray> =>
   instance().scatterSync(tensor, options);
 /**
  * Sends a tensor to one rank, which receives it with {@link recv}: {@link RingReduce.send}.

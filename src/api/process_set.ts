@@ -6,6 +6,15 @@
  */
 import { InvalidArgumentError } from '../core/errors.js';
 
+/**
+ * A subset of the job's ranks that runs collectives of its own, made by `rr.addProcessSet(ranks)`
+ * or `init({ processSets })` on every rank alike. Pass it as a collective's `processSet` option:
+ * only its members call that collective, ranks and roots are numbered inside the set, and names
+ * are the set's own. Every rank holds the set, members or not.
+ * @example
+ * const evens = await rr.addProcessSet([0, 2]);
+ * if (evens.includes(rr.rank())) await rr.allreduce(x, { processSet: evens }); // evens.rank() is 0 or 1
+ */
 export class ProcessSet {
   /** Set by the runtime when the set is removed; collectives with it are refused from then on. */
   #removed = false;
@@ -32,10 +41,12 @@ export class ProcessSet {
     return this.ranks.indexOf(this.jobRank);
   }
 
+  /** The number of members. */
   size(): number {
     return this.ranks.length;
   }
 
+  /** Whether `removeProcessSet` removed it: a collective with it is then refused (InvalidArgumentError). */
   get removed(): boolean {
     return this.#removed;
   }

@@ -6,7 +6,7 @@
 import { platform } from '#platform';
 import { type Config, type InitOptions, resolveConfig } from '../core/config.js';
 import { InvalidArgumentError, RingReduceError } from '../core/errors.js';
-import type { ShapedTensor, TensorLike } from '../core/types.js';
+import type { ShapedTensor, SharedTypedArray, TensorLike } from '../core/types.js';
 import { kVersion } from '../core/version.js';
 import { type RankStats, readStats } from '../engine/stats.js';
 import type { ElasticMembership } from '../platform/platform.js';
@@ -66,6 +66,17 @@ export function programArgs(): readonly string[] {
 const barrierCall: Prepare<undefined> = (context, _none, options) => prepareBarrier(context, options);
 const joinCall: Prepare<undefined> = (context, _none, options) => prepareJoin(context, options);
 
+/**
+ * One rank of a job: its collectives, process sets and counters. `RingReduce.init()` makes one;
+ * the module functions (`rr.init()`, `rr.allreduce()`, ...) act on a default instance, and a
+ * process may hold several instances (several ranks, as tests do). Each rank's engine runs in a
+ * worker thread, so the calls never block this thread except the `...Sync` ones.
+ * @example
+ * import { RingReduce } from 'ringreduce';
+ * const rr = await RingReduce.init();
+ * const sum = await rr.allreduce(new Float32Array([rr.rank()]));
+ * await rr.shutdown();
+ */
 export class RingReduce {
   /** The life of this rank's calls: preparation, names in flight, pooled memory, submission (calls.ts). */
   private readonly calls: Calls;
@@ -146,21 +157,27 @@ export class RingReduce {
     return new RingReduce(config, engine);
   }
 
+  /** This rank, `0 … size()-1` (renumbered when an elastic job re-forms). */
   rank(): number {
     return this.config.rank;
   }
+  /** The number of ranks in the job. */
   size(): number {
     return this.config.size;
   }
+  /** This rank among the ranks on its host, `0 … localSize()-1`. */
   localRank(): number {
     return this.config.localRank;
   }
+  /** The number of ranks on this rank's host. */
   localSize(): number {
     return this.config.localSize;
   }
+  /** The index of this rank's host among the job's hosts, `0 … crossSize()-1`. */
   crossRank(): number {
     return this.config.crossRank;
   }
+  /** The number of hosts in the job. */
   crossSize(): number {
     return this.config.crossSize;
   }
@@ -192,7 +209,12 @@ export class RingReduce {
     // The input is copied now, at call time; the promise settles when every rank has run it.
     return this.calls.run(prepareAllreduce, tensor, options) as Promise<Result<T>>;
   }
-  /** allreduce that blocks the calling thread (only) until done. */
+  /**
+   * {@link RingReduce.allreduce}, blocking the calling thread (only) until done: the engine works
+   * in its own thread meanwhile. For callers that cannot await, such as a TensorFlow.js optimizer
+   * inside `model.fit`. Throws what the promise of the async call would reject with; on a browser
+   * page's main thread, which may not block, it throws RingReduceError (every `...Sync` call does).
+   */
   allreduceSync<T extends TensorLike>(tensor: T, options?: AllreduceOptions): Result<T> {
     return this.calls.runSync('allreduceSync', prepareAllreduce, tensor, options) as Result<T>;
   }
@@ -205,6 +227,7 @@ export class RingReduce {
   allgather<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Promise<Result<T>> {
     return this.calls.run(prepareAllgather, tensor, options) as Promise<Result<T>>;
   }
+  /** {@link RingReduce.allgather}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
   allgatherSync<T extends TensorLike>(tensor: T, options?: AllgatherOptions): Result<T> {
     return this.calls.runSync('allgatherSync', prepareAllgather, tensor, options) as Result<T>;
   }
@@ -217,6 +240,7 @@ export class RingReduce {
   broadcast<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Promise<Result<T>> {
     return this.calls.run(prepareBroadcast, tensor, options) as Promise<Result<T>>;
   }
+  /** {@link RingReduce.broadcast}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
   broadcastSync<T extends TensorLike>(tensor: T, options?: BroadcastOptions): Result<T> {
     return this.calls.runSync('broadcastSync', prepareBroadcast, tensor, options) as Result<T>;
   }
@@ -230,6 +254,7 @@ export class RingReduce {
   reducescatter<T extends TensorLike>(tensor: T, options?: ReducescatterOptions): Promise<Result<T>> {
     return this.calls.run(prepareReducescatter, tensor, options) as Promise<Result<T>>;
   }
+  /** {@link RingReduce.reducescatter}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
   reducescatterSync<T extends TensorLike>(tensor: T, options?: ReducescatterOptions): Result<T> {
     return this.calls.runSync('reducescatterSync', prepareReducescatter, tensor, options) as Result<T>;
   }
@@ -242,6 +267,7 @@ export class RingReduce {
   alltoall<T extends TensorLike>(tensor: T, options?: AlltoallOptions): Promise<AlltoallResult<T>> {
     return this.calls.run(prepareAlltoall, tensor, options) as Promise<AlltoallResult<T>>;
   }
+  /** {@link RingReduce.alltoall}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
   alltoallSync<T extends TensorLike>(tensor: T, options?: AlltoallOptions): AlltoallResult<T> {
     return this.calls.runSync('alltoallSync', prepareAlltoall, tensor, options) as AlltoallResult<T>;
   }
@@ -253,6 +279,7 @@ export class RingReduce {
   reduce<T extends TensorLike>(tensor: T, options?: ReduceOptions): Promise<Result<T> | null> {
     return this.calls.run(prepareReduce, tensor, options) as Promise<Result<T> | null>;
   }
+  /** {@link RingReduce.reduce}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
   reduceSync<T extends TensorLike>(tensor: T, options?: ReduceOptions): Result<T> | null {
     return this.calls.runSync('reduceSync', prepareReduce, tensor, options) as Result<T> | null;
   }
@@ -265,6 +292,7 @@ export class RingReduce {
   gather<T extends TensorLike>(tensor: T, options?: GatherOptions): Promise<Result<T> | null> {
     return this.calls.run(prepareGather, tensor, options) as Promise<Result<T> | null>;
   }
+  /** {@link RingReduce.gather}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
   gatherSync<T extends TensorLike>(tensor: T, options?: GatherOptions): Result<T> | null {
     return this.calls.runSync('gatherSync', prepareGather, tensor, options) as Result<T> | null;
   }
@@ -274,11 +302,12 @@ export class RingReduce {
    * Only the root passes a tensor (and, optionally, the splits); the other ranks pass null.
    * @example const part = await rr.scatter(rr.rank() === 0 ? batch : null, { root: 0 });
    */
-  scatter(tensor: TensorLike | null, options?: ScatterOptions): Promise<ShapedTensor> {
-    return this.calls.run(prepareScatter, tensor, options) as Promise<ShapedTensor>;
+  scatter(tensor: TensorLike | null, options?: ScatterOptions): Promise<ShapedTensor<SharedTypedArray>> {
+    return this.calls.run(prepareScatter, tensor, options) as Promise<ShapedTensor<SharedTypedArray>>;
   }
-  scatterSync(tensor: TensorLike | null, options?: ScatterOptions): ShapedTensor {
-    return this.calls.runSync('scatterSync', prepareScatter, tensor, options) as ShapedTensor;
+  /** {@link RingReduce.scatter}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
+  scatterSync(tensor: TensorLike | null, options?: ScatterOptions): ShapedTensor<SharedTypedArray> {
+    return this.calls.runSync('scatterSync', prepareScatter, tensor, options) as ShapedTensor<SharedTypedArray>;
   }
 
   /**
@@ -290,6 +319,7 @@ export class RingReduce {
   async send(tensor: TensorLike, options: SendOptions): Promise<void> {
     await this.calls.run(prepareSend, tensor, options);
   }
+  /** {@link RingReduce.send}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
   sendSync(tensor: TensorLike, options: SendOptions): void {
     this.calls.runSync('sendSync', prepareSend, tensor, options);
   }
@@ -302,6 +332,7 @@ export class RingReduce {
   recv<T extends TensorLike>(into: T, options: RecvOptions): Promise<T> {
     return this.calls.run(prepareRecv, into, options) as Promise<T>;
   }
+  /** {@link RingReduce.recv}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
   recvSync<T extends TensorLike>(into: T, options: RecvOptions): T {
     return this.calls.runSync('recvSync', prepareRecv, into, options) as T;
   }
@@ -313,6 +344,7 @@ export class RingReduce {
   allgatherObject<V>(value: V, options?: AllgatherObjectOptions): Promise<V[]> {
     return allgatherObject(this, value, options) as Promise<V[]>;
   }
+  /** {@link RingReduce.allgatherObject}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
   allgatherObjectSync<V>(value: V, options?: AllgatherObjectOptions): V[] {
     return allgatherObjectSync(this, value, options) as V[];
   }
@@ -324,6 +356,7 @@ export class RingReduce {
   broadcastObject<V>(value: V, options?: BroadcastObjectOptions): Promise<V> {
     return broadcastObject(this, value, options) as Promise<V>;
   }
+  /** {@link RingReduce.broadcastObject}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
   broadcastObjectSync<V>(value: V, options?: BroadcastObjectOptions): V {
     return broadcastObjectSync(this, value, options) as V;
   }
@@ -404,6 +437,7 @@ export class RingReduce {
   async barrier(options?: BarrierOptions): Promise<void> {
     await this.calls.run(barrierCall, undefined, options);
   }
+  /** {@link RingReduce.barrier}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
   barrierSync(options?: BarrierOptions): void {
     this.calls.runSync('barrierSync', barrierCall, undefined, options);
   }

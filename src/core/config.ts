@@ -19,6 +19,11 @@ import { type HierarchicalMode, kHierarchicalModes } from './types.js';
 /** Re-exported for src/launcher/check_build.ts, which still imports it from here (core/version.ts is its home). */
 export { kVersion } from './version.js';
 
+/**
+ * The settings a rank runs with, resolved at init from the options, the environment
+ * (docs/env.md) and the defaults: a RingReduce instance's `config` (read only). Durations are in
+ * milliseconds, sizes in bytes. An elastic job's changes with each generation (ranks are renumbered).
+ */
 export interface Config {
   readonly rank: number;
   readonly size: number;

@@ -17,8 +17,18 @@ export const kErrorCodes = {
   ProtocolError: 'ERR_RR_PROTOCOL',
 } as const;
 
+/**
+ * The `code` of a ringreduce error, one per class ('ERR_RR_TIMEOUT' for TimeoutError, ...): branch
+ * on it rather than on the message, which may change.
+ * @example if (error instanceof rr.RingReduceError && error.code === 'ERR_RR_MISMATCH') console.error(error.message);
+ */
 export type ErrorCode = (typeof kErrorCodes)[keyof typeof kErrorCodes];
 
+/**
+ * The base class of every error ringreduce throws or rejects with; thrown as such for failures
+ * none of the subclasses describes (a `...Sync` call where the thread may not block, say). Check
+ * `instanceof RingReduceError`, or `code` (docs/errors.md lists what each means and what to do).
+ */
 export class RingReduceError extends Error {
   override name = 'RingReduceError';
   /** What kind of failure this is, stable across releases: see kErrorCodes and docs/errors.md. */
@@ -41,6 +51,11 @@ export class MismatchError extends RingReduceError {
 export class PeerFailureError extends RingReduceError {
   override name = 'PeerFailureError';
   override readonly code: ErrorCode = kErrorCodes.PeerFailureError;
+  /**
+   * Made by the engine when a peer fails; a program has no need to make one.
+   * @param message what failed, naming the peer
+   * @param peerRank the failed peer's rank, when one is known
+   */
   constructor(
     message: string,
     readonly peerRank?: number,

@@ -11,6 +11,10 @@ export type WireDType = DType | 'float16';
 
 /** The compressions of option 'compression': 'fp16' sends float32 tensors as IEEE binary16. */
 export const kCompressions = ['none', 'fp16'] as const;
+/**
+ * Option `compression` of allreduce, allgather, reducescatter (and their grouped forms) and of
+ * DistributedOptimizer: 'none' (default), or 'fp16', float32 tensors sent as IEEE binary16.
+ */
 export type Compression = (typeof kCompressions)[number];
 
 /**
@@ -18,6 +22,11 @@ export type Compression = (typeof kCompressions)[number];
  * 'average' is for float dtypes only, the bitwise 'band', 'bor' and 'bxor' for integer ones only.
  */
 export const kReduceOps = ['sum', 'average', 'min', 'max', 'product', 'band', 'bor', 'bxor'] as const;
+/**
+ * Option `op` of the reductions (allreduce, reducescatter, reduce): element-wise 'sum'
+ * (default), 'average' (the sum divided by the ranks that contributed; float dtypes only), 'min',
+ * 'max', 'product', or bitwise 'band', 'bor', 'bxor' (integer dtypes only). Integers wrap as C's do.
+ */
 export type ReduceOp = (typeof kReduceOps)[number];
 
 /**
@@ -49,3 +58,37 @@ export interface ShapedTensor<T extends TypedArray = TypedArray> {
 
 /** What a collective accepts: a 1-D typed array, or data with a shape. */
 export type TensorLike<T extends TypedArray = TypedArray> = T | ShapedTensor<T>;
+
+/**
+ * The class of `T` on a SharedArrayBuffer: `Float32Array<SharedArrayBuffer>` for any
+ * `Float32Array`, and so on for each class; with no argument, any class of {@link TypedArray} on a
+ * SharedArrayBuffer. Every array a collective allocates for its result is of this kind: the
+ * engine thread writes into it. Such an array fits where a `Float32Array` of any buffer is
+ * expected, not where an ArrayBuffer-backed one is (`Float32Array<ArrayBuffer>`, a `BufferSource`
+ * such as `crypto.subtle.digest` takes), and its buffer cannot be transferred (`postMessage`,
+ * `structuredClone`): for those, copy it (`result.slice()` or `new Float32Array(result)`).
+ * @example
+ * const sum: SharedTypedArray<Float32Array> = await rr.allreduce(new Float32Array(4));
+ * const digest = await crypto.subtle.digest('SHA-256', sum.slice()); // slice(): an ArrayBuffer copy
+ */
+export type SharedTypedArray<T extends TypedArray = TypedArray> = T extends Float32Array
+  ? Float32Array<SharedArrayBuffer>
+  : T extends Float64Array
+    ? Float64Array<SharedArrayBuffer>
+    : T extends Int8Array
+      ? Int8Array<SharedArrayBuffer>
+      : T extends Int16Array
+        ? Int16Array<SharedArrayBuffer>
+        : T extends Int32Array
+          ? Int32Array<SharedArrayBuffer>
+          : T extends Uint8Array
+            ? Uint8Array<SharedArrayBuffer>
+            : T extends Uint16Array
+              ? Uint16Array<SharedArrayBuffer>
+              : T extends Uint32Array
+                ? Uint32Array<SharedArrayBuffer>
+                : T extends BigInt64Array
+                  ? BigInt64Array<SharedArrayBuffer>
+                  : T extends BigUint64Array
+                    ? BigUint64Array<SharedArrayBuffer>
+                    : never;

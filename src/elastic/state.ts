@@ -14,6 +14,7 @@ export class HostsUpdatedInterrupt extends RingReduceError {
   override name = 'HostsUpdatedInterrupt';
 }
 
+/** Options of `new ObjectState(values, options)`: the runtime, and how often a commit looks for new workers. */
 export interface StateOptions {
   /** The runtime the state syncs over. Default: the module's (rr.init()). */
   runtime?: RingReduce;

@@ -18,6 +18,7 @@ import { kCollectiveOps } from '../core/collective_ops.js';
 
 /** The operations counted one by one: every collective, then send and recv. */
 export const kStatOps = [...kCollectiveOps, 'send', 'recv'] as const;
+/** An operation {@link RankStats} counts on its own (`byOp`): each collective's name, 'send' or 'recv'. */
 export type StatOp = (typeof kStatOps)[number];
 
 const kGlobalSlots = [

@@ -6,7 +6,8 @@
  *   tarball holds CHANGELOG.md and the addon's sources but no build output;
  * - `ringreduce/package.json` is exported, and `InitOptions` documents each option in the .d.ts;
  * - the .d.ts files type-check with `skipLibCheck: false` and no @types/node (those of
- *   ringreduce/tfjs name no Node type), and a misspelt option is an error naming `InitOptions`;
+ *   ringreduce/tfjs name no Node type), a misspelt option is an error naming `InitOptions`, and
+ *   a result is typed SharedArrayBuffer-backed (result_types.test.ts checks each call and class);
  *   the README's "Using it" and process-set blocks compile against them as pasted;
  * - docs/getting-started.md runs as pasted: each ```sh block through bash, in order, from an empty
  *   directory; files from the blocks introduced by "Save this as `NAME`"; printed lines compared
@@ -171,6 +172,10 @@ describe('the packed package', { concurrency: 2 }, () => {
         'export const version: string = pkg.version;',
         "export const options: rr.InitOptions = { size: 1, logLevel: 'info', processSets: [[0]] };",
         "export const sum: Promise<Float32Array> = rr.allreduce(new Float32Array(4), { name: 'g', op: 'average' });",
+        // Results are typed as the SharedArrayBuffer-backed arrays they are.
+        'export const shared: Promise<Float32Array<SharedArrayBuffer>> = rr.allreduce(new Float32Array(4));',
+        '// @ts-expect-error a result is not ArrayBuffer-backed',
+        'export const plain: Promise<Float32Array<ArrayBuffer>> = rr.allreduce(new Float32Array(4));',
         '',
       ].join('\n'),
     );

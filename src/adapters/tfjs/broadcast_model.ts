@@ -23,6 +23,7 @@ export async function broadcastVariables(variables: readonly tf.Variable[], opti
   tf.dispose(received);
 }
 
+/** Options of {@link broadcastModel}: those of every broadcast, and whether the optimizer's state goes too. */
 export interface BroadcastModelOptions extends BroadcastManyOptions {
   /** Also broadcast the optimizer's state when the model is compiled (default true). */
   includeOptimizer?: boolean;

@@ -9,6 +9,10 @@ import { FlatLayout } from './flat_layout.js';
 import { collectivesOf, type ProcessSetOption, type RuntimeOption, type Scope, scopeOf } from './runtime.js';
 import { checkTensor, read, toTensor, type WireArray } from './tensor_codec.js';
 
+/**
+ * Options of the adapter's broadcasts ({@link broadcastTensors}, {@link broadcastObject},
+ * {@link broadcastVariables}, {@link broadcastOptimizerState}): the same on every rank.
+ */
 export interface BroadcastManyOptions extends RuntimeOption, ProcessSetOption {
   /** The rank whose values every rank receives (default 0; a rank of the process set, if one is given). */
   root?: number;

@@ -37,6 +37,7 @@ interface CheckpointJSON extends tf.io.ModelJSON {
   ringreduce?: { epochs?: number };
 }
 
+/** Options of {@link saveModelToDir}. */
 export interface SaveModelOptions {
   /** Save the optimizer's state (iteration count, moments) and training config too (default true). */
   includeOptimizer?: boolean;
@@ -149,6 +150,7 @@ export async function checkpointInfo(dir: string): Promise<{ epochs: number | un
   return { epochs: modelJSON.ringreduce?.epochs };
 }
 
+/** Options of {@link ModelCheckpointCallback}: where and how often to save, and which rank saves. */
 export interface ModelCheckpointOptions {
   /** Where to save: a directory, or a function of the epoch (0-based) that names one. */
   dir: string | ((epoch: number) => string);
@@ -178,6 +180,11 @@ export class ModelCheckpointCallback extends tf.Callback {
   /** Where the last checkpoint went, if this rank saved one. */
   lastSaved: string | undefined;
 
+  /**
+   * A callback to pass to `model.fit` on every rank (only `root` saves).
+   * @param options where to save (`dir`, required), how often, with or without the optimizer's state, which rank saves
+   * @throws InvalidArgumentError if `dir` is neither a path nor a function, or `everyEpochs` or `root` is not an integer (at least 1, at least 0)
+   */
   constructor(options: ModelCheckpointOptions) {
     super();
     if (typeof options !== 'object' || options === null) {
@@ -200,6 +207,10 @@ export class ModelCheckpointCallback extends tf.Callback {
     this.everyEpochs = every;
   }
 
+  /**
+   * Called by `model.fit` after each epoch: every `everyEpochs`-th epoch, rank `root` saves the
+   * model into `dir` (as {@link saveModelToDir} does) and sets {@link lastSaved}.
+   */
   override async onEpochEnd(epoch: number): Promise<void> {
     if ((epoch + 1) % this.everyEpochs !== 0) return;
     const rank = (this.options.runtime ?? rr).rank();

@@ -10,21 +10,25 @@ import { InvalidArgumentError, type ReduceOp, type ShapedTensor } from '../../in
 import { collectivesOf, type ProcessSetOption, type RuntimeOption } from './runtime.js';
 import { checkTensor, read, readSync, toTensor, type WireArray, wireOp } from './tensor_codec.js';
 
+/** The options every tensor collective of the adapter takes: runtime, process set and name. */
 export interface TensorCollectiveOptions extends RuntimeOption, ProcessSetOption {
   /** Identifies the collective across ranks; the same on every rank. */
   name?: string;
 }
 
+/** Options of the adapter's {@link allreduce} and {@link allreduceSync}. */
 export interface TensorAllreduceOptions extends TensorCollectiveOptions {
   /** Default 'average' (bool tensors: 'max' or 'min', see tensor_codec.ts). */
   op?: ReduceOp;
 }
 
+/** Options of the adapter's {@link broadcast} and {@link broadcastSync}. */
 export interface TensorBroadcastOptions extends TensorCollectiveOptions {
   /** The rank whose value every rank receives (default 0). */
   root?: number;
 }
 
+/** Options of the adapter's {@link reducescatter} and {@link reducescatterSync}. */
 export interface TensorReducescatterOptions extends TensorAllreduceOptions {
   /** Multiplies the input before the reduction (float32 tensors only). Default 1. */
   prescale?: number;
@@ -32,6 +36,7 @@ export interface TensorReducescatterOptions extends TensorAllreduceOptions {
   postscale?: number;
 }
 
+/** Options of the adapter's {@link alltoall} and {@link alltoallSync}. */
 export interface TensorAlltoallOptions extends TensorCollectiveOptions {
   /**
    * Rows (first dimension) of the tensor for each rank, in rank order, adding up to the first
@@ -40,6 +45,7 @@ export interface TensorAlltoallOptions extends TensorCollectiveOptions {
   splits?: readonly number[];
 }
 
+/** What the adapter's {@link alltoall} and {@link alltoallSync} give back. */
 export interface TensorAlltoallResult {
   /** The rows received, rank 0's first: shape [Σ receivedSplits, ...the input's other dimensions]. */
   output: tf.Tensor;
@@ -47,6 +53,7 @@ export interface TensorAlltoallResult {
   receivedSplits: number[];
 }
 
+/** Options of the adapter's {@link gather} and {@link gatherSync}. */
 export interface TensorGatherOptions extends TensorCollectiveOptions {
   /** The rank that receives every rank's tensor (default 0). */
   root?: number;

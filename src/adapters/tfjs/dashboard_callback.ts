@@ -13,11 +13,16 @@ import cliProgress from 'cli-progress';
 import { publishTrainingMetrics } from '../../observability/training_metrics.js';
 import { type Collectives, collectivesOf, type RuntimeOption } from './runtime.js';
 
+/** Options of {@link DashboardCallback}: where its progress bar goes, and how often it reports. */
 export interface DashboardCallbackOptions extends RuntimeOption {
   /** Draw the progress bar (default: on rank 0 only). */
   progressBar?: boolean;
   /** Where the bar goes (default: process.stdout): a writable stream, a terminal when its `isTTY` is true. */
-  stream?: { write(chunk: string): unknown; isTTY?: boolean };
+  stream?: {
+    /** Writes `chunk` (the bar's text, with terminal control sequences when `isTTY` is true). */
+    write(chunk: string): unknown;
+    isTTY?: boolean;
+  };
   /** Batch metrics are reported (and read) at most this often; epoch ends always are. Default 500 ms. */
   reportEveryMs?: number;
   /** Away from a terminal, a progress line this often. Default 5000 ms. */
@@ -43,6 +48,10 @@ export class DashboardCallback extends tf.Callback {
   private samplesSince = 0;
   private barOn = false;
 
+  /**
+   * A callback for one `model.fit` call (the bar's epoch and batch counts come from its parameters).
+   * @param options where the bar goes and how often batches are reported; all optional
+   */
   constructor(options: DashboardCallbackOptions = {}) {
     super();
     this.collectives = collectivesOf(options);
@@ -71,12 +80,14 @@ export class DashboardCallback extends tf.Callback {
     }
   }
 
+  /** Called by `model.fit` as training starts: takes the number of epochs and of batches per epoch from its parameters. */
   override async onTrainBegin(): Promise<void> {
     const params = this.params as { epochs?: number; steps?: number | null; samples?: number | null; batchSize?: number };
     this.epochs = params.epochs ?? 0;
     this.batches = params.steps ?? (params.samples && params.batchSize ? Math.ceil(params.samples / params.batchSize) : 0);
   }
 
+  /** Called by `model.fit` as epoch `epoch` (from 0) starts: starts the epoch's bar. */
   override async onEpochBegin(epoch: number): Promise<void> {
     this.epoch = epoch;
     this.lastReportAt = performance.now();
@@ -87,6 +98,10 @@ export class DashboardCallback extends tf.Callback {
     }
   }
 
+  /**
+   * Called by `model.fit` after each batch: counts its samples and moves the bar; at most every
+   * `reportEveryMs`, reads the batch's metrics and reports them with the samples per second.
+   */
   override async onBatchEnd(batch: number, logs?: Logs): Promise<void> {
     const size = logs?.size;
     this.samplesSince += typeof size === 'number' ? size : 0;
@@ -100,6 +115,7 @@ export class DashboardCallback extends tf.Callback {
     this.bar?.update(batch + 1, { metrics: formatMetrics(values) });
   }
 
+  /** Called by `model.fit` after each epoch: reports the epoch's metrics and closes its bar with them. */
   override async onEpochEnd(epoch: number, logs?: Logs): Promise<void> {
     const values = await numbersOf(logs, []);
     this.report(-1, values, performance.now(), epoch);
@@ -110,6 +126,7 @@ export class DashboardCallback extends tf.Callback {
     }
   }
 
+  /** Called by `model.fit` when training ends (or stops early): stops a bar still drawn. */
   override async onTrainEnd(): Promise<void> {
     if (this.barOn) this.bar?.stop();
     this.barOn = false;

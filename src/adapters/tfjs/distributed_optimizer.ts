@@ -27,6 +27,7 @@ import { disposeGradients, GradientBundle, type Gradients, type NamedTensor } fr
 import { getLearningRate, setLearningRate } from './learning_rate.js';
 import { type Collectives, collectivesOf, type ProcessSetOption, type RuntimeOption, type Scope, scopeOf } from './runtime.js';
 
+/** Options of {@link DistributedOptimizer}: how the ranks' gradients are combined, and how often. */
 export interface DistributedOptimizerOptions extends RuntimeOption, ProcessSetOption {
   /** Name of the fused gradient collective; give each DistributedOptimizer of a job its own. */
   name?: string;
@@ -94,6 +95,16 @@ export class DistributedOptimizer extends tf.Optimizer {
   /** The step being accumulated, when backwardPassesPerStep > 1 and some of its calls were made. */
   private window: Window | undefined;
 
+  /**
+   * Wraps `optimizer`, which then applies what the ranks' gradients average to (or sum to, with
+   * `op: 'sum'`). Every rank must wrap the same kind of optimizer with the same options.
+   * @param optimizer the optimizer that applies the combined gradients (any `tf.Optimizer`, not a DistributedOptimizer)
+   * @param options how the gradients are combined and how often; all optional
+   * @throws InvalidArgumentError if `optimizer` is not a `tf.Optimizer` or is already wrapped, or
+   * an option is invalid (`op` other than 'average' or 'sum', `backwardPassesPerStep` not a
+   * positive integer, `averageAggregatedGradients` not a boolean, `compression` other than 'none'
+   * or 'fp16'), or `processSet` does not hold this rank
+   */
   constructor(optimizer: tf.Optimizer, options: DistributedOptimizerOptions = {}) {
     super();
     if (!(optimizer instanceof tf.Optimizer)) throw new InvalidArgumentError('optimizer must be a tf.Optimizer');
@@ -268,10 +279,21 @@ export class DistributedOptimizer extends tf.Optimizer {
     return this.optimizer.iterations;
   }
 
+  /**
+   * The wrapped optimizer's learning rate.
+   * @throws InvalidArgumentError if the wrapped optimizer has no numeric learning rate
+   */
   get learningRate(): number {
     return getLearningRate(this.optimizer);
   }
 
+  /**
+   * Sets the wrapped optimizer's learning rate (as the adapter's `setLearningRate(optimizer, rate)`
+   * does), for example to scale it by the number of ranks.
+   * @param rate the new rate: a finite number, 0 or more
+   * @throws InvalidArgumentError if `rate` is negative or not finite, or the optimizer has no learning rate to set
+   * @example optimizer.setLearningRate(0.001 * rr.size());
+   */
   setLearningRate(rate: number): void {
     setLearningRate(this.optimizer, rate);
   }
@@ -280,10 +302,15 @@ export class DistributedOptimizer extends tf.Optimizer {
     this.optimizer.dispose();
   }
 
+  /** The wrapped optimizer's state (its slots and iteration count), as `tf.Optimizer.getWeights` gives it; what a checkpoint saves. */
   override async getWeights(): Promise<NamedTensor[]> {
     return this.optimizer.getWeights();
   }
 
+  /**
+   * Sets the wrapped optimizer's state, as `tf.Optimizer.setWeights` does (a loaded checkpoint's,
+   * say). It changes this rank only: {@link broadcastOptimizerState} gives every rank the root's.
+   */
   override async setWeights(weightValues: NamedTensor[]): Promise<void> {
     return this.optimizer.setWeights(weightValues);
   }

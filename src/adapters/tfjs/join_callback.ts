@@ -15,6 +15,7 @@ import * as tf from '@tensorflow/tfjs';
 import { broadcastModel } from './broadcast_model.js';
 import { type Collectives, collectivesOf, type ProcessSetOption, type RuntimeOption, type Scope, scopeOf } from './runtime.js';
 
+/** Options of {@link JoinCallback}. */
 export interface JoinCallbackOptions extends RuntimeOption, ProcessSetOption {
   /** Prefix of the broadcasts' names (default 'JoinCallback'). */
   name?: string;
@@ -37,6 +38,11 @@ export class JoinCallback extends tf.Callback {
   private readonly options: JoinCallbackOptions;
   private where: Scope | undefined;
 
+  /**
+   * A callback to pass to `model.fit` on every rank of the job (or of the process set).
+   * @param options the runtime, the process set whose ranks join (default: the whole job), the broadcasts' names
+   * @throws InvalidArgumentError if `processSet` is not a ProcessSet holding this rank
+   */
   constructor(options: JoinCallbackOptions = {}) {
     super();
     this.options = options;
@@ -49,6 +55,10 @@ export class JoinCallback extends tf.Callback {
     return this.last;
   }
 
+  /**
+   * Called by `model.fit` after each epoch: joins, waits until every rank has joined, then sets
+   * the model's weights and optimizer state on every rank to those of the rank that joined last.
+   */
   override async onEpochEnd(): Promise<void> {
     this.where ??= scopeOf(this.collectives, this.options.processSet);
     const scope = this.where.options;

@@ -8,6 +8,7 @@ import { setLearningRate } from './learning_rate.js';
 import { collectivesOf, type ProcessSetOption, type RuntimeOption, scopeOf } from './runtime.js';
 import { type WarmupSpec, warmupLearningRate } from './warmup_schedule.js';
 
+/** Options of {@link LearningRateWarmupCallback}: the rate to reach, and over how many epochs. */
 export interface LearningRateWarmupOptions extends RuntimeOption, ProcessSetOption {
   /** The rate after warm-up: the single-rank rate × size (the process set's size, with one). */
   initialLearningRate: number;
@@ -20,6 +21,11 @@ export interface LearningRateWarmupOptions extends RuntimeOption, ProcessSetOpti
 }
 
 /**
+ * Ramps the model's learning rate linearly from `initialLearningRate / size` (the single-rank
+ * rate) to `initialLearningRate` over the first `warmupEpochs` epochs, setting it before every
+ * batch, then keeps it there (Goyal et al., "Accurate, Large Minibatch SGD", as Horovod's
+ * Keras callback does): starting large-batch training at the scaled rate diverges early on.
+ *
  * @example
  * const lr = 0.001 * rr.size();
  * callbacks: [new LearningRateWarmupCallback({ initialLearningRate: lr, warmupEpochs: 3 })]
@@ -33,6 +39,12 @@ export class LearningRateWarmupCallback extends tf.Callback {
   private batchesSeen = 0;
   private finished = false;
 
+  /**
+   * A callback to pass to `model.fit` on every rank, each with the same options.
+   * @param options the rate after warm-up (required), the warm-up's length in epochs, batches per epoch
+   * @throws InvalidArgumentError if `initialLearningRate` is not a number above 0, `warmupEpochs`
+   * is negative, `stepsPerEpoch` is not a positive integer, or `processSet` does not hold this rank
+   */
   constructor(options: LearningRateWarmupOptions) {
     super();
     const { initialLearningRate: target, warmupEpochs = 5, stepsPerEpoch } = options;
@@ -49,15 +61,18 @@ export class LearningRateWarmupCallback extends tf.Callback {
     this.verbose = options.verbose ?? false;
   }
 
+  /** Called by `model.fit` as training starts: takes the batches per epoch from its parameters unless given. */
   override async onTrainBegin(): Promise<void> {
     this.steps ??= stepsFromParams(this.params);
   }
 
+  /** Called by `model.fit` as epoch `epoch` (from 0) starts. */
   override async onEpochBegin(epoch: number): Promise<void> {
     this.epoch = epoch;
     this.batchesSeen = 0;
   }
 
+  /** Called by `model.fit` before each batch: sets the learning rate for the fraction of warm-up done. */
   override async onBatchBegin(batch: number): Promise<void> {
     this.batchesSeen = batch + 1;
     if (this.finished) return;
@@ -73,6 +88,7 @@ export class LearningRateWarmupCallback extends tf.Callback {
     setLearningRate(this.model.optimizer, warmupLearningRate(this.spec, progress));
   }
 
+  /** Called by `model.fit` after each epoch: without a known number of batches per epoch, takes the first epoch's. */
   override async onEpochEnd(): Promise<void> {
     this.steps ??= this.batchesSeen || undefined;
   }

@@ -7,6 +7,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { type Collectives, collectivesOf, type ProcessSetOption, type RuntimeOption, scopeOf } from './runtime.js';
 
+/** Options of {@link MetricAverageCallback}. */
 export interface MetricAverageOptions extends RuntimeOption, ProcessSetOption {
   /** Name of the collective (default 'MetricAverageCallback'). */
   name?: string;
@@ -23,6 +24,11 @@ export class MetricAverageCallback extends tf.Callback {
   private readonly name: string;
   private readonly processSet: ProcessSetOption['processSet'];
 
+  /**
+   * A callback to pass to `model.fit` on every rank of the job (or of the process set).
+   * @param options the runtime, the process set to average over (default: the whole job), the collective's name
+   * @throws InvalidArgumentError if `processSet` is not a ProcessSet holding this rank
+   */
   constructor(options: MetricAverageOptions = {}) {
     super();
     this.collectives = collectivesOf(options);
@@ -31,6 +37,10 @@ export class MetricAverageCallback extends tf.Callback {
     if (this.processSet !== undefined) scopeOf(this.collectives, this.processSet);
   }
 
+  /**
+   * Called by `model.fit` after each epoch: replaces each value of `logs` by its average over the
+   * ranks, in one allreduce (float64). Every rank must log the same metrics.
+   */
   override async onEpochEnd(_epoch: number, logs?: { [key: string]: number | tf.Scalar }): Promise<void> {
     if (!logs) return;
     await averageLogs(logs, this.collectives, this.name, this.processSet);

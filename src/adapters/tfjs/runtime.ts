@@ -28,11 +28,13 @@ export type Collectives = Pick<
   | 'join'
 >;
 
+/** The option of every adapter function and class that says which ringreduce runtime to use. */
 export interface RuntimeOption {
   /** The runtime to use (default: the module functions of 'ringreduce'). */
   runtime?: Collectives;
 }
 
+/** The option of the adapter functions and classes that can run their collectives in a process set. */
 export interface ProcessSetOption {
   /**
    * Run the collectives in this process set (from `rr.addProcessSet`): only its members take

@@ -9,6 +9,11 @@ import * as tf from '@tensorflow/tfjs';
 import { collectivesOf, type ProcessSetOption, type RuntimeOption, scopeOf } from './runtime.js';
 import { checkSpec, type ShardSpec, shardRange } from './shard_math.js';
 
+/**
+ * Options of {@link shardArray}, {@link shardTensor} and {@link shardDataset}: which part this rank
+ * takes (by default, its rank's of the job's size, or of the process set's), and what happens to
+ * the items that do not divide evenly.
+ */
 export interface ShardOptions extends RuntimeOption, ProcessSetOption {
   /** Default: the runtime's rank (this rank's rank in the process set, if one is given). */
   rank?: number;
@@ -38,10 +43,13 @@ function specOf(options: ShardOptions): ShardSpec {
  * const mine = shardArray(allSamples); // rank r of n gets samples [r·k, (r+1)·k), k = ⌊len/n⌋
  * const all = shardArray(allSamples, { dropRemainder: false }); // 10 samples on 3 ranks: 4, 3, 3
  */
-export function shardArray<T extends { length: number; slice(start: number, end: number): T }>(
-  items: T,
-  options: ShardOptions = {},
-): T {
+export function shardArray<
+  T extends {
+    length: number;
+    /** The items from `start` to `end` (exclusive), as arrays and typed arrays slice. */
+    slice(start: number, end: number): T;
+  },
+>(items: T, options: ShardOptions = {}): T {
   const { start, end } = shardRange(items.length, specOf(options));
   return items.slice(start, end);
 }

@@ -9,6 +9,10 @@ import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
 import { checkOptions, parseGatherOut, parseName, parseTensor } from '../tensor_args.js';
 
+/**
+ * Options of {@link RingReduce.allgather}, {@link RingReduce.allgatherSync} and
+ * {@link RingReduce.groupedAllgather}; the module's functions take the same.
+ */
 export interface AllgatherOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;

@@ -6,6 +6,10 @@ import { compressToStaging, decompress, parseCompression } from '../compression.
 import type { ProcessSet } from '../process_set.js';
 import { checkOptions, parseName, parseOut, parseReduceOp, parseScales, parseTensor } from '../tensor_args.js';
 
+/**
+ * Options of {@link RingReduce.allreduce}, {@link RingReduce.allreduceSync} and
+ * {@link RingReduce.groupedAllreduce}; the module's functions take the same.
+ */
 export interface AllreduceOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;

@@ -7,6 +7,7 @@ import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
 import { checkOptions, firstDimension, parseGatherOut, parseName, parseSplits, parseTensor } from '../tensor_args.js';
 
+/** Options of {@link RingReduce.alltoall} and {@link RingReduce.alltoallSync}; the module's functions take the same. */
 export interface AlltoallOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;

@@ -4,6 +4,7 @@ import type { CallContext, Prepared } from '../call.js';
 import type { ProcessSet } from '../process_set.js';
 import { checkOptions, parseName } from '../tensor_args.js';
 
+/** Options of {@link RingReduce.barrier} and {@link RingReduce.barrierSync}. */
 export interface BarrierOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;

@@ -5,6 +5,7 @@ import { type CallContext, type Prepared, resultLike } from '../call.js';
 import type { ProcessSet } from '../process_set.js';
 import { checkOptions, parseName, parseOut, parseRoot, parseTensor } from '../tensor_args.js';
 
+/** Options of {@link RingReduce.broadcast} and {@link RingReduce.broadcastSync}; the module's functions take the same. */
 export interface BroadcastOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;

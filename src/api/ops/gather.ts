@@ -6,6 +6,7 @@ import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
 import { checkOptions, firstDimension, parseGatherOut, parseName, parseRoot, parseTensor } from '../tensor_args.js';
 
+/** Options of {@link RingReduce.gather} and {@link RingReduce.gatherSync}; the module's functions take the same. */
 export interface GatherOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;

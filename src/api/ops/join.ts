@@ -4,6 +4,7 @@ import type { CallContext, Prepared } from '../call.js';
 import type { ProcessSet } from '../process_set.js';
 import { checkOptions } from '../tensor_args.js';
 
+/** Options of {@link RingReduce.join}. */
 export interface JoinOptions {
   /** Join in this process set. Default: the whole job. */
   processSet?: ProcessSet;

@@ -9,11 +9,13 @@ import { decodeObject, encodeObject } from '../object_codec.js';
 import { ProcessSet } from '../process_set.js';
 import { checkOptions, parseName, parseRoot } from '../tensor_args.js';
 
+/** Options of {@link RingReduce.allgatherObject} and {@link RingReduce.allgatherObjectSync}: the call's name and process set. */
 export interface AllgatherObjectOptions {
   name?: string;
   processSet?: ProcessSet;
 }
 
+/** Options of {@link RingReduce.broadcastObject} and {@link RingReduce.broadcastObjectSync}: the root, the call's name and process set. */
 export interface BroadcastObjectOptions {
   name?: string;
   processSet?: ProcessSet;

@@ -5,6 +5,7 @@ import type { CallContext, Prepared } from '../call.js';
 import { copyToStaging } from '../staging.js';
 import { checkOptions, type ParsedTensor, parseTensor } from '../tensor_args.js';
 
+/** Options of {@link RingReduce.send} and {@link RingReduce.sendSync}: the receiver, and the tag its recv names. */
 export interface SendOptions {
   /** The receiving rank. */
   to: number;
@@ -12,6 +13,7 @@ export interface SendOptions {
   tag?: number;
 }
 
+/** Options of {@link RingReduce.recv} and {@link RingReduce.recvSync}: the sender, and the tag its send names. */
 export interface RecvOptions {
   /** The sending rank. */
   from: number;

@@ -6,6 +6,7 @@ import type { ProcessSet } from '../process_set.js';
 import { copyToStaging } from '../staging.js';
 import { checkOptions, parseName, parseOut, parseReduceOp, parseRoot, parseTensor } from '../tensor_args.js';
 
+/** Options of {@link RingReduce.reduce} and {@link RingReduce.reduceSync}; the module's functions take the same. */
 export interface ReduceOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;

@@ -16,6 +16,10 @@ import {
   parseTensor,
 } from '../tensor_args.js';
 
+/**
+ * Options of {@link RingReduce.reducescatter}, {@link RingReduce.reducescatterSync} and
+ * {@link RingReduce.groupedReducescatter}; the module's functions take the same.
+ */
 export interface ReducescatterOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;

@@ -17,6 +17,7 @@ import {
   parseTensor,
 } from '../tensor_args.js';
 
+/** Options of {@link RingReduce.scatter} and {@link RingReduce.scatterSync}; the module's functions take the same. */
 export interface ScatterOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;
