@@ -158,7 +158,7 @@ describe('sim transport: the ports', () => {
 
 describe('sim transport: the ring allreduce against its formula', () => {
   it('one segment per block: 2(N-1)·α + 2(N-1)/N·M·β within 1 %', async () => {
-    for (const ranks of [2, 3, 8, 64, 256]) {
+    for (const ranks of [2, 3, 8, 64]) {
       for (const bytes of [4096 * ranks, (1 << 18) * ranks, (1 << 22) * ranks]) {
         const formula = 2 * (ranks - 1) * kAlpha + ((2 * (ranks - 1)) / ranks) * bytes * kBeta;
         assertWithin(await ringTime(ranks, bytes, 1 << 30), formula, 0.01, `${ranks} ranks, ${bytes} B`);
@@ -173,7 +173,7 @@ describe('sim transport: the ring allreduce against its formula', () => {
       [4, 1 << 26, 1 << 20],
       [8, 1 << 20, 1 << 14], // latency-bound: 8 segments of 16 KiB per block, each 1.6 µs on the wire against α = 10 µs
       [16, 1 << 30, 4 << 20],
-      [100, 100 << 20, 64 << 10],
+      [50, 50 << 20, 64 << 10],
     ] as const) {
       const simulated = await ringTime(ranks, bytes, segment);
       const what = `${ranks} ranks, ${bytes} B in segments of ${segment} B`;
