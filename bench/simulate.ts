@@ -19,21 +19,31 @@
  */
 import { performance } from 'node:perf_hooks';
 import { alltoall } from '../src/algorithms/alltoall.js';
-import { broadcast } from '../src/algorithms/broadcast.js';
-import { type CostModel, kDefaultCostModel, recursiveDoublingCost, ringAllreduceCost } from '../src/algorithms/cost_model.js';
+import { broadcast, broadcastAlgorithm } from '../src/algorithms/broadcast.js';
+import {
+  type CostModel,
+  chainBroadcastCost,
+  kDefaultCostModel,
+  recursiveDoublingCost,
+  ringAllreduceCost,
+  scatterAllgatherBroadcastCost,
+  treeBroadcastCost,
+} from '../src/algorithms/cost_model.js';
 import { hierarchicalAllgather } from '../src/algorithms/hierarchical_allgather.js';
 import { hierarchicalAllreduce } from '../src/algorithms/hierarchical_allreduce.js';
 import { hierarchyOf } from '../src/algorithms/hierarchy.js';
-import { type AlgorithmOptions, kDefaultLatencyMaxBytes } from '../src/algorithms/options.js';
+import { type AlgorithmOptions, kDefaultLatencyMaxBytes, resolveOptions } from '../src/algorithms/options.js';
 import { recursiveDoublingAllreduce } from '../src/algorithms/recursive_doubling.js';
 import { type KernelSelector, selectKernel } from '../src/algorithms/reduce.js';
 import { ringAllgather } from '../src/algorithms/ring_allgather.js';
 import { ringAllreduce } from '../src/algorithms/ring_allreduce.js';
 import { ringReducescatter } from '../src/algorithms/ring_reducescatter.js';
+import { scatterAllgatherBroadcast } from '../src/algorithms/scatter_allgather_broadcast.js';
 import { treeGather } from '../src/algorithms/tree_gather.js';
 import { treeReduce } from '../src/algorithms/tree_reduce.js';
 import { treeScatter } from '../src/algorithms/tree_scatter.js';
 import { createSimWorld, type LinkCost, type NetworkParams, type SimTransport, scaleDown } from '../src/transport/sim/index.js';
+import { bytesOf } from '../src/transport/transport.js';
 
 /** The engine's segment length (RINGREDUCE_SEGMENT_BYTES' default). */
 const kSegmentBytes = 4 << 20;
@@ -90,6 +100,24 @@ const kAlgorithms: readonly Algorithm[] = [
     cost: (n, b, m) => {
       if (b <= kSegmentBytes) return ceilLog2(n) * (m.alpha + b * m.beta);
       return (n - 2 + Math.ceil(b / kSegmentBytes)) * (m.alpha + kSegmentBytes * m.beta);
+    },
+    run: (t, c) => broadcast(t, new Float32Array(c.elements), 0, 1, c.options),
+  },
+  {
+    name: 'broadcast, scatter + allgather',
+    formula: '(⌈log2 N⌉ + N-1)·α + 2(N-1)/N·M·β',
+    split: false,
+    cost: scatterAllgatherBroadcastCost,
+    run: (t, c) => scatterAllgatherBroadcast(t, bytesOf(new Float32Array(c.elements)), 0, 1, c.options),
+  },
+  {
+    name: 'broadcast, chosen',
+    formula: 'what the engine runs (broadcast.ts): the formula of the one chosen',
+    split: false,
+    cost: (n, b, m) => {
+      const chosen = broadcastAlgorithm(n, b, resolveOptions({ segmentBytes: kSegmentBytes, costModel: m }));
+      if (chosen === 'tree') return treeBroadcastCost(n, b, m);
+      return chosen === 'chain' ? chainBroadcastCost(n, b, kSegmentBytes, m) : scatterAllgatherBroadcastCost(n, b, m);
     },
     run: (t, c) => broadcast(t, new Float32Array(c.elements), 0, 1, c.options),
   },
@@ -189,6 +217,8 @@ async function simulate(
         segmentBytes: scaled.segmentBytes,
         // The allreduce inside the hierarchical one picks its algorithm by byte length: scaled too.
         latencyMaxBytes: Math.floor(kDefaultLatencyMaxBytes / scaled.byteScale),
+        // Choices by cost (broadcast's) see the scaled bytes: β per scaled byte keeps them those of the full size.
+        costModel: { alpha: model.alpha, beta: model.beta * scaled.byteScale, gamma: model.gamma * scaled.byteScale },
         ...(gamma ? { kernels: charging(t) } : {}),
       };
       await algorithm.run(t, { ranks, elements: scaled.elements, options, rank: t.rank });

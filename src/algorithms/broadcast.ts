@@ -1,5 +1,6 @@
 /**
- * Broadcast from any root: a binomial tree for small messages, a pipelined chain for large ones.
+ * Broadcast from any root: a binomial tree for small messages, a pipelined chain or scatter +
+ * allgather for large ones.
  *
  * How it works, with v = (rank - root) mod N the rank relative to the root:
  * - Binomial tree: v receives the whole message from v - 2^j (2^j its lowest set bit), then
@@ -10,16 +11,37 @@
  *   v receiving from v - 1 and forwarding each segment to v + 1 as soon as it arrived. Every link
  *   carries the message exactly once; the time is (N - 2 + K) segment times, which tends to
  *   M / bandwidth whatever N.
+ * - Scatter + allgather (scatter_allgather_broadcast.ts): the root scatters N blocks down a
+ *   binomial tree and a ring allgather spreads them; 2(N-1)/N·M bytes per rank and no pipeline
+ *   fill that grows with N.
  * The switch: a message of at most `treeMaxBytes` (default: one segment) goes by tree, where the
- * chain's N - 1 sequential hops of a single segment would only add latency; anything larger
- * goes by chain. Both sides of every link decide from the same length and options.
+ * chain's N - 1 sequential hops of a single segment would only add latency. A larger one goes by
+ * scatter + allgather on at least kScatterAllgatherMinRanks ranks when the cost model
+ * (cost_model.ts) puts it below the chain, else by chain: below that many ranks the two cost
+ * about the same, and the chain is what was measured fastest on 2 and 4 ranks. Every rank
+ * decides from the same length and options.
  */
 import { InvalidArgumentError } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
 import { bytesOf, type Transport } from '../transport/transport.js';
-import { type AlgorithmOptions, resolveOptions } from './options.js';
+import { chainBroadcastCost, scatterAllgatherBroadcastCost } from './cost_model.js';
+import { type AlgorithmOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { type PipelinePlan, runPipeline } from './pipeline.js';
+import { scatterAllgatherBroadcast } from './scatter_allgather_broadcast.js';
 import { segmentCount, segmentLength } from './segments.js';
+
+/** Fewer ranks than this always take the chain for a large message (see above). */
+export const kScatterAllgatherMinRanks = 8;
+
+export type BroadcastAlgorithm = 'tree' | 'chain' | 'scatter_allgather';
+
+/** The algorithm every rank runs for a broadcast of `bytes` on `ranks` ranks. */
+export function broadcastAlgorithm(ranks: number, bytes: number, options: ResolvedOptions): BroadcastAlgorithm {
+  if (bytes <= options.treeMaxBytes) return 'tree';
+  if (ranks < kScatterAllgatherMinRanks) return 'chain';
+  const chain = chainBroadcastCost(ranks, bytes, options.segmentBytes, options.costModel);
+  return scatterAllgatherBroadcastCost(ranks, bytes, options.costModel) < chain ? 'scatter_allgather' : 'chain';
+}
 
 /**
  * Copies `buf` of rank `root` into `buf` of every other rank. Every rank passes the same length,
@@ -42,10 +64,15 @@ export async function broadcast(
   const resolved = resolveOptions(options);
   const bytes = bytesOf(buf);
   if (size === 1 || bytes.byteLength === 0) return;
-  if (bytes.byteLength <= resolved.treeMaxBytes) {
-    await binomialTree(transport, bytes, root, tag);
-  } else {
-    await runPipeline(new ChainPlan(transport, bytes, root, tag, resolved.segmentBytes, resolved.pipelineDepth));
+  switch (broadcastAlgorithm(size, bytes.byteLength, resolved)) {
+    case 'tree':
+      await binomialTree(transport, bytes, root, tag);
+      return;
+    case 'scatter_allgather':
+      await scatterAllgatherBroadcast(transport, bytes, root, tag, options);
+      return;
+    case 'chain':
+      await runPipeline(new ChainPlan(transport, bytes, root, tag, resolved.segmentBytes, resolved.pipelineDepth));
   }
 }
 

@@ -98,3 +98,23 @@ export function chooseAllreduce(ranks: number, bytes: number, segmentBytes: numb
   const rd = recursiveDoublingCost(ranks, bytes, model);
   return rd <= ringAllreduceCost(ranks, bytes, segmentBytes, model) ? 'recursive_doubling' : 'ring';
 }
+
+const ceilLog2 = (n: number) => (n <= 1 ? 0 : Math.ceil(Math.log2(n)));
+
+/** Seconds for a binomial-tree broadcast of `bytes` (broadcast.ts): ⌈log2 N⌉·(α + M·β). */
+export function treeBroadcastCost(ranks: number, bytes: number, model: CostModel): number {
+  return ceilLog2(ranks) * (model.alpha + bytes * model.beta);
+}
+
+/** Seconds for a chain broadcast in segments of `segmentBytes` (broadcast.ts): (N - 2 + K)·(α + S·β). */
+export function chainBroadcastCost(ranks: number, bytes: number, segmentBytes: number, model: CostModel): number {
+  if (ranks < 2 || bytes === 0) return 0;
+  const segments = Math.ceil(bytes / segmentBytes);
+  return (ranks - 2 + segments) * (model.alpha + Math.min(segmentBytes, bytes) * model.beta);
+}
+
+/** Seconds for scatter + allgather (scatter_allgather_broadcast.ts): (⌈log2 N⌉ + N - 1)·α + 2(N-1)/N·M·β. */
+export function scatterAllgatherBroadcastCost(ranks: number, bytes: number, model: CostModel): number {
+  if (ranks < 2) return 0;
+  return (ceilLog2(ranks) + ranks - 1) * model.alpha + ((2 * (ranks - 1)) / ranks) * bytes * model.beta;
+}

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { broadcast } from '../../src/algorithms/broadcast.js';
+import { broadcast, broadcastAlgorithm } from '../../src/algorithms/broadcast.js';
 import type { AlgorithmOptions } from '../../src/algorithms/options.js';
+import { resolveOptions } from '../../src/algorithms/options.js';
 import { ringAllgather } from '../../src/algorithms/ring_allgather.js';
 import { ringAllreduce } from '../../src/algorithms/ring_allreduce.js';
+import { scatterAllgatherBroadcast } from '../../src/algorithms/scatter_allgather_broadcast.js';
 import { chunkLength } from '../../src/algorithms/segments.js';
 import { BufferPool } from '../../src/core/buffer_pool.js';
 import { constructorOf, isFloat, kDTypes } from '../../src/core/dtypes.js';
@@ -355,6 +357,39 @@ describe('broadcast', () => {
         await Promise.all(world.map((t) => t.close()));
       }
     }
+  });
+
+  it('scatter + allgather: correct from every root, for lengths below N, not divisible by N, and of many segments', async () => {
+    for (const n of [8, 9, 12]) {
+      const world = createMemoryWorld(n, kFast);
+      for (const bytes of [5, 65, 1000, 4099]) {
+        for (const root of n === 9 ? Array.from({ length: n }, (_, r) => r) : [0, n - 1]) {
+          const source = randomArray('uint8', bytes, seeded(bytes + root));
+          const bufs = world.map((t) => (t.rank === root ? source.slice() : garbage('uint8', bytes)));
+          await onEveryRank(world, (t, r) =>
+            scatterAllgatherBroadcast(t, bufs[r] as Uint8Array, root, bytes, { segmentBytes: 64 }),
+          );
+          for (const [r, buf] of bufs.entries()) assert.ok(sameBytes(buf, source), `N=${n} ${bytes} B root ${root} rank ${r}`);
+        }
+      }
+      await world.closeAll();
+    }
+  });
+
+  it('chooses scatter + allgather for a large message on 8 ranks and more when the cost model says so', async () => {
+    const world = createMemoryWorld(8, kFast).map((t) => new CountingTransport(t));
+    const source = new Float64Array(4099).map((_, i) => i * 1.5);
+    const bufs = world.map((t) => (t.rank === 3 ? source.slice() : new Float64Array(4099)));
+    await onEveryRank(world, (t, r) => broadcast(t, bufs[r] as TypedArray, 3, 0, { segmentBytes: 1024 }));
+    for (const buf of bufs) assert.ok(sameBytes(buf, source));
+    // Unlike the chain, whose last rank sends nothing, every rank forwards blocks in the ring.
+    for (const t of world) assert.ok(t.bytesSent > 0, `rank ${t.rank} sent`);
+    await Promise.all(world.map((t) => t.close()));
+    const engine = resolveOptions({ segmentBytes: 4 << 20 });
+    assert.equal(broadcastAlgorithm(7, 1 << 24, engine), 'chain');
+    assert.equal(broadcastAlgorithm(8, 1 << 24, engine), 'scatter_allgather');
+    assert.equal(broadcastAlgorithm(1024, 1 << 24, engine), 'scatter_allgather');
+    assert.equal(broadcastAlgorithm(1024, 1 << 10, engine), 'tree');
   });
 
   it('refuses a root outside the world', async () => {
