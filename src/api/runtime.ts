@@ -34,7 +34,7 @@ import { prepareAddProcessSet, prepareRemoveProcessSet } from './ops/process_set
 import { prepareReduce, type ReduceOptions } from './ops/reduce.js';
 import { prepareReducescatter, type ReducescatterOptions } from './ops/reducescatter.js';
 import { prepareScatter, type ScatterOptions } from './ops/scatter.js';
-import { ProcessSet, parseSetRanks } from './process_set.js';
+import { checkNewMembers, ProcessSet, parseSetRanks } from './process_set.js';
 
 export type { OpStats, RankStats, StatOp } from '../engine/stats.js';
 export type { Result } from './call.js';
@@ -76,6 +76,8 @@ export class RingReduce {
   private readonly sets = new Map<number, ProcessSet>();
   /** The id the next set gets: the same sequence on every rank (static sets first). */
   private nextSetId = 1;
+  /** The sets whose addProcessSet is in flight, by id: a second set of the same ranks is refused meanwhile too. */
+  private readonly adding = new Map<number, { readonly id: number; readonly ranks: readonly number[] }>();
 
   private constructor(
     private current: Config,
@@ -134,6 +136,7 @@ export class RingReduce {
     this.current = config;
     this.calls.restart(this.engine, this.owner());
     this.sets.clear();
+    this.adding.clear();
     this.nextSetId = 1;
   }
 
@@ -366,14 +369,22 @@ export class RingReduce {
    * Adds a process set: a collective of the whole job, which every rank calls with the same ranks
    * (a rank outside the set gets the set too, with `includes(rank())` false). Collectives given
    * `{ processSet }` then involve its members only. Different ranks on different ranks reject
-   * with MismatchError on every rank.
+   * with MismatchError on every rank. As in Horovod, a set of every rank, or of the same ranks as a
+   * set this rank has (in any order), is refused with InvalidArgumentError: every rank holds the
+   * same sets, so every rank refuses it alike, before anything is sent.
    * @example const evens = await rr.addProcessSet([0, 2]); if (evens.includes(rr.rank())) await rr.allreduce(x, { processSet: evens });
    */
   async addProcessSet(ranks: readonly number[]): Promise<ProcessSet> {
     const members = parseSetRanks(ranks, this.config.size);
+    checkNewMembers(members, this.config.size, [...this.sets.values(), ...this.adding.values()]);
     // Every rank numbers its sets in call order: the same id everywhere, checked in negotiation.
     const id = this.nextSetId++;
-    await this.calls.submit(prepareAddProcessSet(this.calls.worldContext, id, members));
+    this.adding.set(id, { id, ranks: members });
+    try {
+      await this.calls.submit(prepareAddProcessSet(this.calls.worldContext, id, members));
+    } finally {
+      this.adding.delete(id);
+    }
     const set = new ProcessSet(id, Object.freeze(members), this.config.rank, this);
     this.sets.set(id, set);
     return set;
