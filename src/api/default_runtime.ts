@@ -16,6 +16,7 @@ import {
   type BarrierOptions,
   type BroadcastObjectOptions,
   type BroadcastOptions,
+  type GatherObjectOptions,
   type GatherOptions,
   type JoinOptions,
   type OpStats,
@@ -26,6 +27,7 @@ import {
   type ReducescatterOptions,
   type Result,
   RingReduce,
+  type ScatterObjectOptions,
   type ScatterOptions,
   type SendOptions,
   type StatOp,
@@ -40,6 +42,7 @@ export type {
   BarrierOptions,
   BroadcastObjectOptions,
   BroadcastOptions,
+  GatherObjectOptions,
   GatherOptions,
   JoinOptions,
   OpStats,
@@ -48,6 +51,7 @@ export type {
   ReduceOptions,
   ReducescatterOptions,
   Result,
+  ScatterObjectOptions,
   ScatterOptions,
   SendOptions,
   StatOp,
@@ -369,6 +373,39 @@ export const broadcastObject = <V>(value: V, options?: BroadcastObjectOptions): 
  */
 export const broadcastObjectSync = <V>(value: V, options?: BroadcastObjectOptions): V =>
   instance().broadcastObjectSync(value, options);
+/**
+ * Every rank's value (any structured-clone value) in rank order, on the root only (`null` elsewhere): {@link RingReduce.gatherObject}.
+ * @param value this rank's value
+ * @param options `root` (default 0), `name`, `processSet`
+ * @example const results = await rr.gatherObject({ rank: rr.rank(), accuracy }); // an array on rank 0, null elsewhere
+ */
+export const gatherObject = <V>(value: V, options?: GatherObjectOptions): Promise<V[] | null> =>
+  withInstance((rr) => rr.gatherObject(value, options));
+/**
+ * {@link gatherObject}, blocking this thread until done.
+ * @param value this rank's value
+ * @param options as for {@link gatherObject}
+ * @example const results = rr.gatherObjectSync({ rank: rr.rank(), accuracy });
+ */
+export const gatherObjectSync = <V>(value: V, options?: GatherObjectOptions): V[] | null =>
+  instance().gatherObjectSync(value, options);
+/**
+ * One of the root's values on each rank (`values[r]` on rank r): {@link RingReduce.scatterObject}.
+ * @param values on the root, one structured-clone value per rank; ignored elsewhere (pass `null`)
+ * @param options `root` (default 0), `name`, `processSet`
+ * @returns this rank's value
+ * @example const myFiles = await rr.scatterObject(rr.rank() === 0 ? filesPerRank : null);
+ */
+export const scatterObject = <V>(values: readonly V[] | null, options?: ScatterObjectOptions): Promise<V> =>
+  withInstance((rr) => rr.scatterObject(values, options));
+/**
+ * {@link scatterObject}, blocking this thread until done.
+ * @param values on the root, one value per rank; ignored elsewhere
+ * @param options as for {@link scatterObject}
+ * @example const myFiles = rr.scatterObjectSync(rr.rank() === 0 ? filesPerRank : null);
+ */
+export const scatterObjectSync = <V>(values: readonly V[] | null, options?: ScatterObjectOptions): V =>
+  instance().scatterObjectSync(values, options);
 /**
  * Allreduces several tensors as one unit, fused; the results in order: {@link RingReduce.groupedAllreduce}.
  * @param tensors the tensors (any dtypes and shapes), the same list on every rank

@@ -28,6 +28,12 @@ import {
   type BroadcastObjectOptions,
   broadcastObject,
   broadcastObjectSync,
+  type GatherObjectOptions,
+  gatherObject,
+  gatherObjectSync,
+  type ScatterObjectOptions,
+  scatterObject,
+  scatterObjectSync,
 } from './ops/objects.js';
 import { prepareRecv, prepareSend, type RecvOptions, type SendOptions } from './ops/point_to_point.js';
 import { prepareAddProcessSet, prepareRemoveProcessSet } from './ops/process_set.js';
@@ -45,7 +51,7 @@ export type { BarrierOptions } from './ops/barrier.js';
 export type { BroadcastOptions } from './ops/broadcast.js';
 export type { GatherOptions } from './ops/gather.js';
 export type { JoinOptions } from './ops/join.js';
-export type { AllgatherObjectOptions, BroadcastObjectOptions } from './ops/objects.js';
+export type { AllgatherObjectOptions, BroadcastObjectOptions, GatherObjectOptions, ScatterObjectOptions } from './ops/objects.js';
 export type { RecvOptions, SendOptions } from './ops/point_to_point.js';
 export type { ReduceOptions } from './ops/reduce.js';
 export type { ReducescatterOptions } from './ops/reducescatter.js';
@@ -329,6 +335,33 @@ export class RingReduce {
   }
   broadcastObjectSync<V>(value: V, options?: BroadcastObjectOptions): V {
     return broadcastObjectSync(this, value, options) as V;
+  }
+
+  /**
+   * Every rank's `value` (any structured-clone value), in rank order, on the root; null on the
+   * other ranks (torch's gather_object). One gather of the values' bytes.
+   * @example const metrics = await rr.gatherObject({ rank: rr.rank(), loss }); // an array on rank 0, null elsewhere
+   */
+  gatherObject<V>(value: V, options?: GatherObjectOptions): Promise<V[] | null> {
+    return gatherObject(this, value, options) as Promise<V[] | null>;
+  }
+  /** gatherObject that blocks the calling thread (only) until done. */
+  gatherObjectSync<V>(value: V, options?: GatherObjectOptions): V[] | null {
+    return gatherObjectSync(this, value, options) as V[] | null;
+  }
+
+  /**
+   * The root's `values[r]` on rank r (torch's scatter_object_list): the root passes one
+   * structured-clone value per rank (of the set), the other ranks' `values` are ignored (pass
+   * null). One scatter of the values' bytes.
+   * @example const shard = await rr.scatterObject(rr.rank() === 0 ? fileLists : null); // this rank's list
+   */
+  scatterObject<V>(values: readonly V[] | null, options?: ScatterObjectOptions): Promise<V> {
+    return scatterObject(this, values, options) as Promise<V>;
+  }
+  /** scatterObject that blocks the calling thread (only) until done. */
+  scatterObjectSync<V>(values: readonly V[] | null, options?: ScatterObjectOptions): V {
+    return scatterObjectSync(this, values, options) as V;
   }
 
   /**

@@ -20,6 +20,19 @@ const sets: ConformanceCase = {
     checkJson([...all], mine.ranks, 'allgather in the set');
     const fromLast = await rr.broadcast(new Int32Array([rank]), { name: 'sets/b', root: mine.size() - 1, processSet: mine });
     check(fromLast[0] === mine.ranks[mine.size() - 1], 'broadcast from the set rank size-1', `${fromLast[0]}`);
+    // The object collectives that have a root: ranks and roots inside the set.
+    const last = mine.size() - 1;
+    const gathered = await rr.gatherObject({ rank }, { name: 'sets/go', root: last, processSet: mine });
+    if (mine.rank() === last)
+      checkJson(
+        gathered,
+        mine.ranks.map((r) => ({ rank: r })),
+        'gatherObject in the set',
+      );
+    else check(gathered === null, 'gatherObject in the set', 'not null off the root');
+    const values = mine.rank() === last ? mine.ranks.map((r) => `to ${r}`) : null;
+    const scattered = await rr.scatterObject(values, { name: 'sets/so', root: last, processSet: mine });
+    check(scattered === `to ${rank}`, 'scatterObject in the set', `rank ${rank} got ${scattered}`);
     await rr.removeProcessSet(evens);
     await rr.removeProcessSet(odds);
   },
