@@ -18,6 +18,7 @@ import {
   type BroadcastOptions,
   type GatherObjectOptions,
   type GatherOptions,
+  type GroupedOptions,
   type JoinOptions,
   type OpStats,
   type ProcessSet,
@@ -44,6 +45,7 @@ export type {
   BroadcastOptions,
   GatherObjectOptions,
   GatherOptions,
+  GroupedOptions,
   JoinOptions,
   OpStats,
   RankStats,
@@ -409,19 +411,23 @@ export const scatterObjectSync = <V>(values: readonly V[] | null, options?: Scat
 /**
  * Allreduces several tensors as one unit, fused; the results in order: {@link RingReduce.groupedAllreduce}.
  * @param tensors the tensors (any dtypes and shapes), the same list on every rank
- * @param options as for {@link allreduce}, for the whole group
+ * @param options as for {@link allreduce}, for the whole group, with `outs` (one result buffer per tensor; the tensors themselves: in place) for `out`
  * @example const [a, b] = await rr.groupedAllreduce([gradA, gradB], { name: 'step', op: 'average' });
  */
-export const groupedAllreduce = <T extends TensorLike>(tensors: readonly T[], options?: AllreduceOptions): Promise<Result<T>[]> =>
-  withInstance((rr) => rr.groupedAllreduce(tensors, options));
+export const groupedAllreduce = <T extends TensorLike>(
+  tensors: readonly T[],
+  options?: GroupedOptions<AllreduceOptions>,
+): Promise<Result<T>[]> => withInstance((rr) => rr.groupedAllreduce(tensors, options));
 /**
  * Allgathers several tensors as one unit: {@link RingReduce.groupedAllgather}.
  * @param tensors the tensors, the same list on every rank
  * @param options as for {@link allgather}, for the whole group
  * @example const [xs, ys] = await rr.groupedAllgather([myXs, myYs], { name: 'batch' });
  */
-export const groupedAllgather = <T extends TensorLike>(tensors: readonly T[], options?: AllgatherOptions): Promise<Result<T>[]> =>
-  withInstance((rr) => rr.groupedAllgather(tensors, options));
+export const groupedAllgather = <T extends TensorLike>(
+  tensors: readonly T[],
+  options?: GroupedOptions<AllgatherOptions>,
+): Promise<Result<T>[]> => withInstance((rr) => rr.groupedAllgather(tensors, options));
 /**
  * Reducescatters several tensors as one unit: {@link RingReduce.groupedReducescatter}.
  * @param tensors the tensors, the same list on every rank
@@ -430,8 +436,18 @@ export const groupedAllgather = <T extends TensorLike>(tensors: readonly T[], op
  */
 export const groupedReducescatter = <T extends TensorLike>(
   tensors: readonly T[],
-  options?: ReducescatterOptions,
+  options?: GroupedOptions<ReducescatterOptions>,
 ): Promise<Result<T>[]> => withInstance((rr) => rr.groupedReducescatter(tensors, options));
+/**
+ * Broadcasts several tensors from one root as one unit: {@link RingReduce.groupedBroadcast}.
+ * @param tensors the tensors (any dtypes and shapes), the same list on every rank; the root's values are sent
+ * @param options as for {@link broadcast}, for the whole group, with `outs` (one result buffer per tensor)
+ * @example const [w, b] = await rr.groupedBroadcast([weights, biases], { root: 0, name: 'model' });
+ */
+export const groupedBroadcast = <T extends TensorLike>(
+  tensors: readonly T[],
+  options?: GroupedOptions<BroadcastOptions>,
+): Promise<Result<T>[]> => withInstance((rr) => rr.groupedBroadcast(tensors, options));
 /**
  * This rank has no more data; resolves to the last rank to join: {@link RingReduce.join}.
  * @param options `processSet` (then it resolves to a rank of the set)

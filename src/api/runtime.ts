@@ -14,6 +14,7 @@ import type { BackendName } from '../transport/backends.js';
 import type { Result } from './call.js';
 import { type CallOwner, Calls, type Prepare } from './calls.js';
 import { EngineClient, type EngineLink } from './engine_client.js';
+import type { GroupedOptions } from './grouped_options.js';
 import { type AllgatherOptions, prepareAllgather } from './ops/allgather.js';
 import { type AllreduceOptions, prepareAllreduce } from './ops/allreduce.js';
 import { type AlltoallOptions, type AlltoallResult, prepareAlltoall } from './ops/alltoall.js';
@@ -44,6 +45,7 @@ import { checkNewMembers, ProcessSet, parseSetRanks } from './process_set.js';
 
 export type { OpStats, RankStats, StatOp } from '../engine/stats.js';
 export type { Result } from './call.js';
+export type { GroupedOptions } from './grouped_options.js';
 export type { AllgatherOptions } from './ops/allgather.js';
 export type { AllreduceOptions } from './ops/allreduce.js';
 export type { AlltoallOptions, AlltoallResult } from './ops/alltoall.js';
@@ -367,21 +369,44 @@ export class RingReduce {
   /**
    * Allreduces several tensors as one unit (Horovod's grouped_allreduce): none of them runs before
    * all are ready on every rank, they run fused, and the results come back in order. The tensors
-   * may differ in dtype and shape; the options apply to every one (`name` names the group).
+   * may differ in dtype and shape; the options apply to every one (`name` names the group), except
+   * `outs`: one result buffer per tensor (the tensors themselves: in place).
    * @example const [a, b] = await rr.groupedAllreduce([gradA, gradB], { name: 'step', op: 'average' });
    */
-  groupedAllreduce<T extends TensorLike>(tensors: readonly T[], options?: AllreduceOptions): Promise<Result<T>[]> {
+  groupedAllreduce<T extends TensorLike>(
+    tensors: readonly T[],
+    options?: GroupedOptions<AllreduceOptions>,
+  ): Promise<Result<T>[]> {
     return this.calls.runGroup('groupedAllreduce', tensors, options, prepareAllreduce) as Promise<Result<T>[]>;
   }
 
   /** allgather of several tensors as one unit (see groupedAllreduce). */
-  groupedAllgather<T extends TensorLike>(tensors: readonly T[], options?: AllgatherOptions): Promise<Result<T>[]> {
+  groupedAllgather<T extends TensorLike>(
+    tensors: readonly T[],
+    options?: GroupedOptions<AllgatherOptions>,
+  ): Promise<Result<T>[]> {
     return this.calls.runGroup('groupedAllgather', tensors, options, prepareAllgather) as Promise<Result<T>[]>;
   }
 
   /** reducescatter of several tensors as one unit (see groupedAllreduce). */
-  groupedReducescatter<T extends TensorLike>(tensors: readonly T[], options?: ReducescatterOptions): Promise<Result<T>[]> {
+  groupedReducescatter<T extends TensorLike>(
+    tensors: readonly T[],
+    options?: GroupedOptions<ReducescatterOptions>,
+  ): Promise<Result<T>[]> {
     return this.calls.runGroup('groupedReducescatter', tensors, options, prepareReducescatter) as Promise<Result<T>[]>;
+  }
+
+  /**
+   * broadcast of several tensors from one root as one unit (Horovod's grouped broadcast of a
+   * model's variables): none runs before all are submitted on every rank, and they are released
+   * together (one broadcast each: broadcasts are not fused). `outs`: as for groupedAllreduce.
+   * @example const [w, b] = await rr.groupedBroadcast([weights, biases], { root: 0, name: 'model' });
+   */
+  groupedBroadcast<T extends TensorLike>(
+    tensors: readonly T[],
+    options?: GroupedOptions<BroadcastOptions>,
+  ): Promise<Result<T>[]> {
+    return this.calls.runGroup('groupedBroadcast', tensors, options, prepareBroadcast) as Promise<Result<T>[]>;
   }
 
   /**
