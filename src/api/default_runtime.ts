@@ -20,6 +20,7 @@ import {
   type GatherOptions,
   type GroupedOptions,
   type JoinOptions,
+  type MonitoredBarrierOptions,
   type OpStats,
   type ProcessSet,
   type RankStats,
@@ -47,6 +48,7 @@ export type {
   GatherOptions,
   GroupedOptions,
   JoinOptions,
+  MonitoredBarrierOptions,
   OpStats,
   RankStats,
   RecvOptions,
@@ -483,6 +485,19 @@ export const barrier = (options?: BarrierOptions): Promise<void> => withInstance
  * @example rr.barrierSync();
  */
 export const barrierSync = (options?: BarrierOptions): void => instance().barrierSync(options);
+/**
+ * A barrier with a deadline that names the ranks that did not arrive (torch's monitored_barrier): {@link RingReduce.monitoredBarrier}.
+ * @param options `timeoutMs` (default: the stall timeout), `waitAll` (name every missing rank, not only the first)
+ * @example await rr.monitoredBarrier({ timeoutMs: 30_000, waitAll: true });
+ */
+export const monitoredBarrier = (options?: MonitoredBarrierOptions): Promise<void> =>
+  withInstance((rr) => rr.monitoredBarrier(options));
+/**
+ * {@link monitoredBarrier}, blocking this thread until done.
+ * @param options as for {@link monitoredBarrier}
+ * @example rr.monitoredBarrierSync({ timeoutMs: 30_000 });
+ */
+export const monitoredBarrierSync = (options?: MonitoredBarrierOptions): void => instance().monitoredBarrierSync(options);
 
 /**
  * Leaves the job (see {@link RingReduce.shutdown}); init() may be called again afterwards.

@@ -23,6 +23,13 @@ import { type BroadcastOptions, prepareBroadcast } from './ops/broadcast.js';
 import { type GatherOptions, prepareGather } from './ops/gather.js';
 import { type JoinOptions, prepareJoin } from './ops/join.js';
 import {
+  type MonitoredBarrierOptions,
+  monitoredBarrier,
+  monitoredBarrierSync,
+  type PeerMessages,
+  planMonitoredBarrier,
+} from './ops/monitored_barrier.js';
+import {
   type AllgatherObjectOptions,
   allgatherObject,
   allgatherObjectSync,
@@ -36,7 +43,14 @@ import {
   scatterObject,
   scatterObjectSync,
 } from './ops/objects.js';
-import { prepareRecv, prepareSend, type RecvOptions, type SendOptions } from './ops/point_to_point.js';
+import {
+  prepareRecv,
+  prepareSend,
+  prepareSystemRecv,
+  prepareSystemSend,
+  type RecvOptions,
+  type SendOptions,
+} from './ops/point_to_point.js';
 import { prepareAddProcessSet, prepareRemoveProcessSet } from './ops/process_set.js';
 import { prepareReduce, type ReduceOptions } from './ops/reduce.js';
 import { prepareReducescatter, type ReducescatterOptions } from './ops/reducescatter.js';
@@ -53,6 +67,7 @@ export type { BarrierOptions } from './ops/barrier.js';
 export type { BroadcastOptions } from './ops/broadcast.js';
 export type { GatherOptions } from './ops/gather.js';
 export type { JoinOptions } from './ops/join.js';
+export type { MonitoredBarrierOptions } from './ops/monitored_barrier.js';
 export type { AllgatherObjectOptions, BroadcastObjectOptions, GatherObjectOptions, ScatterObjectOptions } from './ops/objects.js';
 export type { RecvOptions, SendOptions } from './ops/point_to_point.js';
 export type { ReduceOptions } from './ops/reduce.js';
@@ -84,6 +99,8 @@ export class RingReduce {
   private readonly sets = new Map<number, ProcessSet>();
   /** The id the next set gets: the same sequence on every rank (static sets first). */
   private nextSetId = 1;
+  /** The monitored barriers this rank has made: each has a tag of its own, the same on every rank. */
+  private monitoredBarriers = 0;
   /** The sets whose addProcessSet is in flight, by id: a second set of the same ranks is refused meanwhile too. */
   private readonly adding = new Map<number, { readonly id: number; readonly ranks: readonly number[] }>();
 
@@ -146,6 +163,7 @@ export class RingReduce {
     this.sets.clear();
     this.adding.clear();
     this.nextSetId = 1;
+    this.monitoredBarriers = 0;
   }
 
   /**
@@ -478,6 +496,26 @@ export class RingReduce {
   }
 
   /**
+   * A barrier with a deadline (torch's monitored_barrier): resolves once every rank has called it;
+   * a rank that has not within `timeoutMs` is named by rank 0 in a TimeoutError, which every rank
+   * that did arrive rejects with too (`waitAll`: every missing rank, else the first), and the job
+   * goes on. Made of point-to-point messages to and from rank 0 (ops/monitored_barrier.ts), so for
+   * the whole job only; every rank makes its monitored barriers in the same order.
+   * @example await rr.monitoredBarrier({ timeoutMs: 30_000, waitAll: true }); // names the ranks that hang
+   */
+  monitoredBarrier(options?: MonitoredBarrierOptions): Promise<void> {
+    try {
+      return monitoredBarrier(this.planMonitoredBarrier(options), this.peerMessages('monitoredBarrier'));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+  /** monitoredBarrier that blocks the calling thread (only) until done. */
+  monitoredBarrierSync(options?: MonitoredBarrierOptions): void {
+    monitoredBarrierSync(this.planMonitoredBarrier(options), this.peerMessages('monitoredBarrierSync'));
+  }
+
+  /**
    * Leaves the job: collectives still queued reject with ShutdownError, and the engine waits
    * (up to the I/O timeout) for the other ranks to shut down too, like MPI_Finalize.
    */
@@ -494,6 +532,27 @@ export class RingReduce {
   /** What the calls need of this rank: its place in the job (an elastic job's changes with each generation). */
   private owner(): CallOwner {
     return { runtime: this, rank: this.current.rank, size: this.current.size };
+  }
+
+  private planMonitoredBarrier(options: unknown) {
+    const place = { rank: this.config.rank, size: this.config.size, stallTimeoutMs: this.config.stallTimeoutMs };
+    const plan = planMonitoredBarrier(options, { ...place, call: this.monitoredBarriers });
+    this.monitoredBarriers++;
+    return plan;
+  }
+
+  /** Sends and recvs of the library's own messages (tags no user message has), for `method`. */
+  private peerMessages(method: string): PeerMessages {
+    return {
+      send: async (data, options) => {
+        await this.calls.run(prepareSystemSend, data, options);
+      },
+      recv: (into, options) => this.calls.run(prepareSystemRecv, into, options),
+      sendSync: (data, options) => {
+        this.calls.runSync(method, prepareSystemSend, data, options);
+      },
+      recvSync: (into, options) => this.calls.runSync(method, prepareSystemRecv, into, options),
+    };
   }
 
   private registerSet(ranks: readonly number[]): ProcessSet {

@@ -53,6 +53,8 @@ describe('before init()', () => {
       ['join', () => rr.join()],
       ['addProcessSet', () => rr.addProcessSet([0])],
       ['barrier', () => rr.barrier()],
+      ['monitoredBarrier', () => rr.monitoredBarrier({ timeoutMs: 10 })],
+      ['groupedBroadcast', () => rr.groupedBroadcast([t])],
     ];
     for (const [name, call] of calls) {
       let promise: Promise<unknown> | undefined;

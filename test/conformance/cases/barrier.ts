@@ -1,4 +1,4 @@
-/** Barrier: unnamed and named, it waits for the last rank, the Sync twin. */
+/** Barrier: unnamed and named, it waits for the last rank, the Sync twin; monitoredBarrier when every rank arrives (its failures: monitored_barrier.test.ts). */
 import { type ConformanceCase, check } from './case.js';
 
 /** Nothing of Node's: the cases run in browser ranks too. */
@@ -39,4 +39,25 @@ const sync: ConformanceCase = {
   },
 };
 
-export const barrierCases: readonly ConformanceCase[] = [basic, waits, sync];
+const monitored: ConformanceCase = {
+  name: `monitoredBarrier: every rank arrives, the last ${kLateMs} ms late; twice, with and without waitAll`,
+  async run(rr, rank, size) {
+    const started = performance.now();
+    if (rank === size - 1) await sleep(kLateMs);
+    await rr.monitoredBarrier({ timeoutMs: 10_000 });
+    const waited = performance.now() - started;
+    check(size === 1 || waited >= kLateMs - 50, 'the monitored barrier', `was left after ${waited.toFixed(1)} ms`);
+    await rr.monitoredBarrier({ timeoutMs: 10_000, waitAll: true });
+  },
+};
+
+const monitoredSync: ConformanceCase = {
+  name: 'monitoredBarrierSync: every rank arrives',
+  needsSync: true,
+  async run(rr) {
+    rr.monitoredBarrierSync({ timeoutMs: 10_000 });
+    rr.monitoredBarrierSync({ timeoutMs: 10_000, waitAll: true });
+  },
+};
+
+export const barrierCases: readonly ConformanceCase[] = [basic, waits, sync, monitored, monitoredSync];
