@@ -23,6 +23,7 @@ import { InvalidArgumentError, TimeoutError } from '../../core/errors.js';
 import { checkOptions } from '../tensor_args.js';
 import { parseTimeout, type SystemPeerOptions } from './point_to_point.js';
 
+/** The options of monitoredBarrier. */
 export interface MonitoredBarrierOptions {
   /**
    * How long rank 0 waits for the other ranks, and each of them for rank 0 (the same on every
