@@ -14,7 +14,7 @@ import { bounded, sleep } from '../helpers/real_worlds.js';
 import { stopWorld } from '../helpers/world.js';
 
 const kSize = 4;
-const kTimeoutMs = 200;
+const kTimeoutMs = 120;
 const kTestMs = 10_000;
 
 /** Each rank's outcome: undefined when it resolved, else its error's message. */

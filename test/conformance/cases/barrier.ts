@@ -40,13 +40,9 @@ const sync: ConformanceCase = {
 };
 
 const monitored: ConformanceCase = {
-  name: `monitoredBarrier: every rank arrives, the last ${kLateMs} ms late; twice, with and without waitAll`,
-  async run(rr, rank, size) {
-    const started = performance.now();
-    if (rank === size - 1) await sleep(kLateMs);
+  name: 'monitoredBarrier: every rank arrives; twice, with and without waitAll (its failures: monitored_barrier.test.ts)',
+  async run(rr) {
     await rr.monitoredBarrier({ timeoutMs: 10_000 });
-    const waited = performance.now() - started;
-    check(size === 1 || waited >= kLateMs - 50, 'the monitored barrier', `was left after ${waited.toFixed(1)} ms`);
     await rr.monitoredBarrier({ timeoutMs: 10_000, waitAll: true });
   },
 };
