@@ -32,6 +32,7 @@ const kGroupedOps = {
   groupedAllreduce: 'allreduce',
   groupedAllgather: 'allgather',
   groupedReducescatter: 'reducescatter',
+  groupedBroadcast: 'broadcast',
 } as const;
 export type GroupedOp = keyof typeof kGroupedOps;
 
@@ -41,6 +42,44 @@ export interface CallOwner {
   readonly runtime: object;
   readonly rank: number;
   readonly size: number;
+}
+
+/**
+ * A grouped call's options: `outs` (where each member's result goes, as the collective's option
+ * 'out', in member order; undefined entries get fresh memory) taken out of the options every
+ * member shares. A single 'out' is refused: every member would write its result there.
+ */
+function splitOuts(op: GroupedOp, options: unknown, count: number): { outs?: readonly unknown[]; shared: object } {
+  if (typeof options !== 'object' || options === null) return { shared: options as object };
+  const { outs, ...shared } = options as { outs?: unknown; out?: unknown };
+  if ('out' in shared) {
+    throw new InvalidArgumentError(`${op} takes option 'outs' (one typed array per tensor, in order), not 'out'`);
+  }
+  if (outs === undefined) return { shared };
+  if (!Array.isArray(outs) || outs.length !== count) {
+    const got = Array.isArray(outs) ? `an array of ${outs.length}` : String(outs);
+    throw new InvalidArgumentError(
+      `option 'outs' of ${op} must be an array of ${count} typed arrays (or undefined), one for each tensor in order, got ${got}`,
+    );
+  }
+  return { outs, shared };
+}
+
+/** A member's preparation; a refusal of the 'out' it got from 'outs' names that entry. */
+function prepareMember(
+  prepare: Prepare<unknown>,
+  context: CallContext,
+  tensor: unknown,
+  options: object,
+  outIndex: number | undefined,
+): Prepared {
+  try {
+    return prepare(context, tensor, options);
+  } catch (error) {
+    if (outIndex === undefined || !(error instanceof InvalidArgumentError) || !error.message.includes("option 'out'"))
+      throw error;
+    throw new InvalidArgumentError(error.message.replaceAll("option 'out'", `option 'outs[${outIndex}]'`));
+  }
 }
 
 export class Calls {
@@ -164,11 +203,14 @@ export class Calls {
       throw new InvalidArgumentError(`${op} needs a non-empty array of tensors, got ${String(tensors)}`);
     }
     const given = typeof options === 'object' && options !== null ? (options as { name?: unknown }).name : undefined;
+    const { outs, shared } = splitOuts(op, options, tensors.length);
     const calls: Prepared[] = [];
     const prepareAll: Prepare<undefined> = (c) => {
       const group = c.nameFor(kGroupedOps[op], parseName(given), op);
       for (const [index, tensor] of tensors.entries()) {
-        const call = prepare(c, tensor, { ...(options as object), name: `${group}/${index}` });
+        const out = outs?.[index];
+        const member = { ...shared, name: `${group}/${index}`, ...(out === undefined ? {} : { out }) };
+        const call = prepareMember(prepare, c, tensor, member, out === undefined ? undefined : index);
         (call.request as Request).group = { name: group, size: tensors.length, index };
         calls.push(call);
       }

@@ -16,8 +16,11 @@ import {
   type BarrierOptions,
   type BroadcastObjectOptions,
   type BroadcastOptions,
+  type GatherObjectOptions,
   type GatherOptions,
+  type GroupedOptions,
   type JoinOptions,
+  type MonitoredBarrierOptions,
   type OpStats,
   type ProcessSet,
   type RankStats,
@@ -26,6 +29,7 @@ import {
   type ReducescatterOptions,
   type Result,
   RingReduce,
+  type ScatterObjectOptions,
   type ScatterOptions,
   type SendOptions,
   type StatOp,
@@ -40,14 +44,18 @@ export type {
   BarrierOptions,
   BroadcastObjectOptions,
   BroadcastOptions,
+  GatherObjectOptions,
   GatherOptions,
+  GroupedOptions,
   JoinOptions,
+  MonitoredBarrierOptions,
   OpStats,
   RankStats,
   RecvOptions,
   ReduceOptions,
   ReducescatterOptions,
   Result,
+  ScatterObjectOptions,
   ScatterOptions,
   SendOptions,
   StatOp,
@@ -370,21 +378,58 @@ export const broadcastObject = <V>(value: V, options?: BroadcastObjectOptions): 
 export const broadcastObjectSync = <V>(value: V, options?: BroadcastObjectOptions): V =>
   instance().broadcastObjectSync(value, options);
 /**
+ * Every rank's value (any structured-clone value) in rank order, on the root only (`null` elsewhere): {@link RingReduce.gatherObject}.
+ * @param value this rank's value
+ * @param options `root` (default 0), `name`, `processSet`
+ * @example const results = await rr.gatherObject({ rank: rr.rank(), accuracy }); // an array on rank 0, null elsewhere
+ */
+export const gatherObject = <V>(value: V, options?: GatherObjectOptions): Promise<V[] | null> =>
+  withInstance((rr) => rr.gatherObject(value, options));
+/**
+ * {@link gatherObject}, blocking this thread until done.
+ * @param value this rank's value
+ * @param options as for {@link gatherObject}
+ * @example const results = rr.gatherObjectSync({ rank: rr.rank(), accuracy });
+ */
+export const gatherObjectSync = <V>(value: V, options?: GatherObjectOptions): V[] | null =>
+  instance().gatherObjectSync(value, options);
+/**
+ * One of the root's values on each rank (`values[r]` on rank r): {@link RingReduce.scatterObject}.
+ * @param values on the root, one structured-clone value per rank; ignored elsewhere (pass `null`)
+ * @param options `root` (default 0), `name`, `processSet`
+ * @returns this rank's value
+ * @example const myFiles = await rr.scatterObject(rr.rank() === 0 ? filesPerRank : null);
+ */
+export const scatterObject = <V>(values: readonly V[] | null, options?: ScatterObjectOptions): Promise<V> =>
+  withInstance((rr) => rr.scatterObject(values, options));
+/**
+ * {@link scatterObject}, blocking this thread until done.
+ * @param values on the root, one value per rank; ignored elsewhere
+ * @param options as for {@link scatterObject}
+ * @example const myFiles = rr.scatterObjectSync(rr.rank() === 0 ? filesPerRank : null);
+ */
+export const scatterObjectSync = <V>(values: readonly V[] | null, options?: ScatterObjectOptions): V =>
+  instance().scatterObjectSync(values, options);
+/**
  * Allreduces several tensors as one unit, fused; the results in order: {@link RingReduce.groupedAllreduce}.
  * @param tensors the tensors (any dtypes and shapes), the same list on every rank
- * @param options as for {@link allreduce}, for the whole group
+ * @param options as for {@link allreduce}, for the whole group, with `outs` (one result buffer per tensor; the tensors themselves: in place) for `out`
  * @example const [a, b] = await rr.groupedAllreduce([gradA, gradB], { name: 'step', op: 'average' });
  */
-export const groupedAllreduce = <T extends TensorLike>(tensors: readonly T[], options?: AllreduceOptions): Promise<Result<T>[]> =>
-  withInstance((rr) => rr.groupedAllreduce(tensors, options));
+export const groupedAllreduce = <T extends TensorLike>(
+  tensors: readonly T[],
+  options?: GroupedOptions<AllreduceOptions>,
+): Promise<Result<T>[]> => withInstance((rr) => rr.groupedAllreduce(tensors, options));
 /**
  * Allgathers several tensors as one unit: {@link RingReduce.groupedAllgather}.
  * @param tensors the tensors, the same list on every rank
  * @param options as for {@link allgather}, for the whole group
  * @example const [xs, ys] = await rr.groupedAllgather([myXs, myYs], { name: 'batch' });
  */
-export const groupedAllgather = <T extends TensorLike>(tensors: readonly T[], options?: AllgatherOptions): Promise<Result<T>[]> =>
-  withInstance((rr) => rr.groupedAllgather(tensors, options));
+export const groupedAllgather = <T extends TensorLike>(
+  tensors: readonly T[],
+  options?: GroupedOptions<AllgatherOptions>,
+): Promise<Result<T>[]> => withInstance((rr) => rr.groupedAllgather(tensors, options));
 /**
  * Reducescatters several tensors as one unit: {@link RingReduce.groupedReducescatter}.
  * @param tensors the tensors, the same list on every rank
@@ -393,8 +438,18 @@ export const groupedAllgather = <T extends TensorLike>(tensors: readonly T[], op
  */
 export const groupedReducescatter = <T extends TensorLike>(
   tensors: readonly T[],
-  options?: ReducescatterOptions,
+  options?: GroupedOptions<ReducescatterOptions>,
 ): Promise<Result<T>[]> => withInstance((rr) => rr.groupedReducescatter(tensors, options));
+/**
+ * Broadcasts several tensors from one root as one unit: {@link RingReduce.groupedBroadcast}.
+ * @param tensors the tensors (any dtypes and shapes), the same list on every rank; the root's values are sent
+ * @param options as for {@link broadcast}, for the whole group, with `outs` (one result buffer per tensor)
+ * @example const [w, b] = await rr.groupedBroadcast([weights, biases], { root: 0, name: 'model' });
+ */
+export const groupedBroadcast = <T extends TensorLike>(
+  tensors: readonly T[],
+  options?: GroupedOptions<BroadcastOptions>,
+): Promise<Result<T>[]> => withInstance((rr) => rr.groupedBroadcast(tensors, options));
 /**
  * This rank has no more data; resolves to the last rank to join: {@link RingReduce.join}.
  * @param options `processSet` (then it resolves to a rank of the set)
@@ -430,6 +485,19 @@ export const barrier = (options?: BarrierOptions): Promise<void> => withInstance
  * @example rr.barrierSync();
  */
 export const barrierSync = (options?: BarrierOptions): void => instance().barrierSync(options);
+/**
+ * A barrier with a deadline that names the ranks that did not arrive (torch's monitored_barrier): {@link RingReduce.monitoredBarrier}.
+ * @param options `timeoutMs` (default: the stall timeout), `waitAll` (name every missing rank, not only the first)
+ * @example await rr.monitoredBarrier({ timeoutMs: 30_000, waitAll: true });
+ */
+export const monitoredBarrier = (options?: MonitoredBarrierOptions): Promise<void> =>
+  withInstance((rr) => rr.monitoredBarrier(options));
+/**
+ * {@link monitoredBarrier}, blocking this thread until done.
+ * @param options as for {@link monitoredBarrier}
+ * @example rr.monitoredBarrierSync({ timeoutMs: 30_000 });
+ */
+export const monitoredBarrierSync = (options?: MonitoredBarrierOptions): void => instance().monitoredBarrierSync(options);
 
 /**
  * Leaves the job (see {@link RingReduce.shutdown}); init() may be called again afterwards.

@@ -74,6 +74,38 @@ export function parseSetRanks(ranks: unknown, size: number): number[] {
 }
 
 /**
+ * A new set's members against the job and the sets it has (`existing`: live sets and those being
+ * added), as Horovod checks them: a set of every rank, or of the same ranks as another set in any
+ * order, is refused (Horovod's global set, and its "duplicate process set" error; a set of the
+ * same members is the same group of processes, whatever numbering it gives them).
+ */
+export function checkNewMembers(
+  members: readonly number[],
+  size: number,
+  existing: Iterable<{ readonly id: number; readonly ranks: readonly number[] }>,
+): void {
+  const listed = `[${members.join(', ')}]`;
+  if (members.length === size) {
+    throw new InvalidArgumentError(
+      `process set ranks ${listed} are every rank of the job: a collective without option 'processSet' runs on all of them (Horovod refuses such a set too, as a duplicate of its global set)`,
+    );
+  }
+  const key = membersKey(members);
+  for (const set of existing) {
+    if (membersKey(set.ranks) === key) {
+      throw new InvalidArgumentError(
+        `process set ranks ${listed} are the members of process set ${set.id} ([${set.ranks.join(', ')}]) already: use that set, or remove it first (Horovod refuses a duplicate process set, comparing ranks in any order)`,
+      );
+    }
+  }
+}
+
+/** Members in ascending order, as text: two sets of the same ranks in any order have the same key. */
+function membersKey(ranks: readonly number[]): string {
+  return [...ranks].sort((a, b) => a - b).join(',');
+}
+
+/**
  * Option 'processSet' of a collective: undefined for the world, or a set of this runtime that
  * this rank is a member of and that has not been removed.
  */

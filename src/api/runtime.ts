@@ -14,6 +14,7 @@ import type { BackendName } from '../transport/backends.js';
 import type { Result } from './call.js';
 import { type CallOwner, Calls, type Prepare } from './calls.js';
 import { EngineClient, type EngineLink } from './engine_client.js';
+import type { GroupedOptions } from './grouped_options.js';
 import { type AllgatherOptions, prepareAllgather } from './ops/allgather.js';
 import { type AllreduceOptions, prepareAllreduce } from './ops/allreduce.js';
 import { type AlltoallOptions, type AlltoallResult, prepareAlltoall } from './ops/alltoall.js';
@@ -22,22 +23,43 @@ import { type BroadcastOptions, prepareBroadcast } from './ops/broadcast.js';
 import { type GatherOptions, prepareGather } from './ops/gather.js';
 import { type JoinOptions, prepareJoin } from './ops/join.js';
 import {
+  type MonitoredBarrierOptions,
+  monitoredBarrier,
+  monitoredBarrierSync,
+  type PeerMessages,
+  planMonitoredBarrier,
+} from './ops/monitored_barrier.js';
+import {
   type AllgatherObjectOptions,
   allgatherObject,
   allgatherObjectSync,
   type BroadcastObjectOptions,
   broadcastObject,
   broadcastObjectSync,
+  type GatherObjectOptions,
+  gatherObject,
+  gatherObjectSync,
+  type ScatterObjectOptions,
+  scatterObject,
+  scatterObjectSync,
 } from './ops/objects.js';
-import { prepareRecv, prepareSend, type RecvOptions, type SendOptions } from './ops/point_to_point.js';
+import {
+  prepareRecv,
+  prepareSend,
+  prepareSystemRecv,
+  prepareSystemSend,
+  type RecvOptions,
+  type SendOptions,
+} from './ops/point_to_point.js';
 import { prepareAddProcessSet, prepareRemoveProcessSet } from './ops/process_set.js';
 import { prepareReduce, type ReduceOptions } from './ops/reduce.js';
 import { prepareReducescatter, type ReducescatterOptions } from './ops/reducescatter.js';
 import { prepareScatter, type ScatterOptions } from './ops/scatter.js';
-import { ProcessSet, parseSetRanks } from './process_set.js';
+import { checkNewMembers, ProcessSet, parseSetRanks } from './process_set.js';
 
 export type { OpStats, RankStats, StatOp } from '../engine/stats.js';
 export type { Result } from './call.js';
+export type { GroupedOptions } from './grouped_options.js';
 export type { AllgatherOptions } from './ops/allgather.js';
 export type { AllreduceOptions } from './ops/allreduce.js';
 export type { AlltoallOptions, AlltoallResult } from './ops/alltoall.js';
@@ -45,7 +67,8 @@ export type { BarrierOptions } from './ops/barrier.js';
 export type { BroadcastOptions } from './ops/broadcast.js';
 export type { GatherOptions } from './ops/gather.js';
 export type { JoinOptions } from './ops/join.js';
-export type { AllgatherObjectOptions, BroadcastObjectOptions } from './ops/objects.js';
+export type { MonitoredBarrierOptions } from './ops/monitored_barrier.js';
+export type { AllgatherObjectOptions, BroadcastObjectOptions, GatherObjectOptions, ScatterObjectOptions } from './ops/objects.js';
 export type { RecvOptions, SendOptions } from './ops/point_to_point.js';
 export type { ReduceOptions } from './ops/reduce.js';
 export type { ReducescatterOptions } from './ops/reducescatter.js';
@@ -87,6 +110,10 @@ export class RingReduce {
   private readonly sets = new Map<number, ProcessSet>();
   /** The id the next set gets: the same sequence on every rank (static sets first). */
   private nextSetId = 1;
+  /** The monitored barriers this rank has made: each has a tag of its own, the same on every rank. */
+  private monitoredBarriers = 0;
+  /** The sets whose addProcessSet is in flight, by id: a second set of the same ranks is refused meanwhile too. */
+  private readonly adding = new Map<number, { readonly id: number; readonly ranks: readonly number[] }>();
 
   private constructor(
     private current: Config,
@@ -145,7 +172,9 @@ export class RingReduce {
     this.current = config;
     this.calls.restart(this.engine, this.owner());
     this.sets.clear();
+    this.adding.clear();
     this.nextSetId = 1;
+    this.monitoredBarriers = 0;
   }
 
   /**
@@ -362,23 +391,73 @@ export class RingReduce {
   }
 
   /**
+   * Every rank's `value` (any structured-clone value), in rank order, on the root; null on the
+   * other ranks (torch's gather_object). One gather of the values' bytes.
+   * @example const metrics = await rr.gatherObject({ rank: rr.rank(), loss }); // an array on rank 0, null elsewhere
+   */
+  gatherObject<V>(value: V, options?: GatherObjectOptions): Promise<V[] | null> {
+    return gatherObject(this, value, options) as Promise<V[] | null>;
+  }
+  /** gatherObject that blocks the calling thread (only) until done. */
+  gatherObjectSync<V>(value: V, options?: GatherObjectOptions): V[] | null {
+    return gatherObjectSync(this, value, options) as V[] | null;
+  }
+
+  /**
+   * The root's `values[r]` on rank r (torch's scatter_object_list): the root passes one
+   * structured-clone value per rank (of the set), the other ranks' `values` are ignored (pass
+   * null). One scatter of the values' bytes.
+   * @example const shard = await rr.scatterObject(rr.rank() === 0 ? fileLists : null); // this rank's list
+   */
+  scatterObject<V>(values: readonly V[] | null, options?: ScatterObjectOptions): Promise<V> {
+    return scatterObject(this, values, options) as Promise<V>;
+  }
+  /** scatterObject that blocks the calling thread (only) until done. */
+  scatterObjectSync<V>(values: readonly V[] | null, options?: ScatterObjectOptions): V {
+    return scatterObjectSync(this, values, options) as V;
+  }
+
+  /**
    * Allreduces several tensors as one unit (Horovod's grouped_allreduce): none of them runs before
    * all are ready on every rank, they run fused, and the results come back in order. The tensors
-   * may differ in dtype and shape; the options apply to every one (`name` names the group).
+   * may differ in dtype and shape; the options apply to every one (`name` names the group), except
+   * `outs`: one result buffer per tensor (the tensors themselves: in place).
    * @example const [a, b] = await rr.groupedAllreduce([gradA, gradB], { name: 'step', op: 'average' });
    */
-  groupedAllreduce<T extends TensorLike>(tensors: readonly T[], options?: AllreduceOptions): Promise<Result<T>[]> {
+  groupedAllreduce<T extends TensorLike>(
+    tensors: readonly T[],
+    options?: GroupedOptions<AllreduceOptions>,
+  ): Promise<Result<T>[]> {
     return this.calls.runGroup('groupedAllreduce', tensors, options, prepareAllreduce) as Promise<Result<T>[]>;
   }
 
   /** allgather of several tensors as one unit (see groupedAllreduce). */
-  groupedAllgather<T extends TensorLike>(tensors: readonly T[], options?: AllgatherOptions): Promise<Result<T>[]> {
+  groupedAllgather<T extends TensorLike>(
+    tensors: readonly T[],
+    options?: GroupedOptions<AllgatherOptions>,
+  ): Promise<Result<T>[]> {
     return this.calls.runGroup('groupedAllgather', tensors, options, prepareAllgather) as Promise<Result<T>[]>;
   }
 
   /** reducescatter of several tensors as one unit (see groupedAllreduce). */
-  groupedReducescatter<T extends TensorLike>(tensors: readonly T[], options?: ReducescatterOptions): Promise<Result<T>[]> {
+  groupedReducescatter<T extends TensorLike>(
+    tensors: readonly T[],
+    options?: GroupedOptions<ReducescatterOptions>,
+  ): Promise<Result<T>[]> {
     return this.calls.runGroup('groupedReducescatter', tensors, options, prepareReducescatter) as Promise<Result<T>[]>;
+  }
+
+  /**
+   * broadcast of several tensors from one root as one unit (Horovod's grouped broadcast of a
+   * model's variables): none runs before all are submitted on every rank, and they are released
+   * together (one broadcast each: broadcasts are not fused). `outs`: as for groupedAllreduce.
+   * @example const [w, b] = await rr.groupedBroadcast([weights, biases], { root: 0, name: 'model' });
+   */
+  groupedBroadcast<T extends TensorLike>(
+    tensors: readonly T[],
+    options?: GroupedOptions<BroadcastOptions>,
+  ): Promise<Result<T>[]> {
+    return this.calls.runGroup('groupedBroadcast', tensors, options, prepareBroadcast) as Promise<Result<T>[]>;
   }
 
   /**
@@ -399,14 +478,22 @@ export class RingReduce {
    * Adds a process set: a collective of the whole job, which every rank calls with the same ranks
    * (a rank outside the set gets the set too, with `includes(rank())` false). Collectives given
    * `{ processSet }` then involve its members only. Different ranks on different ranks reject
-   * with MismatchError on every rank.
+   * with MismatchError on every rank. As in Horovod, a set of every rank, or of the same ranks as a
+   * set this rank has (in any order), is refused with InvalidArgumentError: every rank holds the
+   * same sets, so every rank refuses it alike, before anything is sent.
    * @example const evens = await rr.addProcessSet([0, 2]); if (evens.includes(rr.rank())) await rr.allreduce(x, { processSet: evens });
    */
   async addProcessSet(ranks: readonly number[]): Promise<ProcessSet> {
     const members = parseSetRanks(ranks, this.config.size);
+    checkNewMembers(members, this.config.size, [...this.sets.values(), ...this.adding.values()]);
     // Every rank numbers its sets in call order: the same id everywhere, checked in negotiation.
     const id = this.nextSetId++;
-    await this.calls.submit(prepareAddProcessSet(this.calls.worldContext, id, members));
+    this.adding.set(id, { id, ranks: members });
+    try {
+      await this.calls.submit(prepareAddProcessSet(this.calls.worldContext, id, members));
+    } finally {
+      this.adding.delete(id);
+    }
     const set = new ProcessSet(id, Object.freeze(members), this.config.rank, this);
     this.sets.set(id, set);
     return set;
@@ -443,6 +530,26 @@ export class RingReduce {
   }
 
   /**
+   * A barrier with a deadline (torch's monitored_barrier): resolves once every rank has called it;
+   * a rank that has not within `timeoutMs` is named by rank 0 in a TimeoutError, which every rank
+   * that did arrive rejects with too (`waitAll`: every missing rank, else the first), and the job
+   * goes on. Made of point-to-point messages to and from rank 0 (ops/monitored_barrier.ts), so for
+   * the whole job only; every rank makes its monitored barriers in the same order.
+   * @example await rr.monitoredBarrier({ timeoutMs: 30_000, waitAll: true }); // names the ranks that hang
+   */
+  monitoredBarrier(options?: MonitoredBarrierOptions): Promise<void> {
+    try {
+      return monitoredBarrier(this.planMonitoredBarrier(options), this.peerMessages('monitoredBarrier'));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+  /** monitoredBarrier that blocks the calling thread (only) until done. */
+  monitoredBarrierSync(options?: MonitoredBarrierOptions): void {
+    monitoredBarrierSync(this.planMonitoredBarrier(options), this.peerMessages('monitoredBarrierSync'));
+  }
+
+  /**
    * Leaves the job: collectives still queued reject with ShutdownError, and the engine waits
    * (up to the I/O timeout) for the other ranks to shut down too, like MPI_Finalize.
    */
@@ -459,6 +566,27 @@ export class RingReduce {
   /** What the calls need of this rank: its place in the job (an elastic job's changes with each generation). */
   private owner(): CallOwner {
     return { runtime: this, rank: this.current.rank, size: this.current.size };
+  }
+
+  private planMonitoredBarrier(options: unknown) {
+    const place = { rank: this.config.rank, size: this.config.size, stallTimeoutMs: this.config.stallTimeoutMs };
+    const plan = planMonitoredBarrier(options, { ...place, call: this.monitoredBarriers });
+    this.monitoredBarriers++;
+    return plan;
+  }
+
+  /** Sends and recvs of the library's own messages (tags no user message has), for `method`. */
+  private peerMessages(method: string): PeerMessages {
+    return {
+      send: async (data, options) => {
+        await this.calls.run(prepareSystemSend, data, options);
+      },
+      recv: (into, options) => this.calls.run(prepareSystemRecv, into, options),
+      sendSync: (data, options) => {
+        this.calls.runSync(method, prepareSystemSend, data, options);
+      },
+      recvSync: (into, options) => this.calls.runSync(method, prepareSystemRecv, into, options),
+    };
   }
 
   private registerSet(ranks: readonly number[]): ProcessSet {

@@ -132,20 +132,44 @@ export function parseScales(o: Record<string, unknown>, dtype: DType): { prescal
 
 /**
  * Option 'splits': how many rows (first dimension) go to each rank, in rank order: `size`
- * non-negative integers adding up to `rows`. Unset: `fallback`, or an error naming the option.
+ * non-negative integers adding up to `rows`, as an array or an integer typed array (Horovod
+ * passes an int32 tensor). Unset: `fallback`, or an error naming the option.
  */
 export function parseSplits(splits: unknown, rows: number, size: number, fallback: () => number[]): number[] {
   if (splits === undefined) return fallback();
-  if (!Array.isArray(splits) || splits.length !== size || !splits.every((s) => Number.isSafeInteger(s) && s >= 0)) {
+  const counts = splitCounts(splits);
+  if (counts === undefined || counts.length !== size || !counts.every((s) => Number.isSafeInteger(s) && s >= 0)) {
     throw new InvalidArgumentError(
-      `option 'splits' must be an array of ${size} non-negative integers (rows for each rank), got ${JSON.stringify(splits)}`,
+      `option 'splits' must be an array or integer typed array of ${size} non-negative integers (rows for each rank), got ${describeCounts(splits)}`,
     );
   }
-  const total = splits.reduce((a: number, b: number) => a + b, 0);
+  const total = counts.reduce((a, b) => a + b, 0);
   if (total !== rows) {
     throw new InvalidArgumentError(`option 'splits' adds up to ${total} rows but the tensor has ${rows}`);
   }
-  return [...splits];
+  return counts;
+}
+
+/** The entries of an array or an integer typed array, as numbers (bigints beyond 2^53 stay unsafe); undefined for anything else. */
+function splitCounts(splits: unknown): number[] | undefined {
+  if (Array.isArray(splits)) return [...splits];
+  if (!ArrayBuffer.isView(splits) || splits instanceof DataView) return undefined;
+  const dtype = dtypeOf(splits);
+  if (dtype === undefined || isFloat(dtype)) return undefined;
+  return Array.from(splits as unknown as ArrayLike<number | bigint>, (s) => (typeof s === 'bigint' ? bigintCount(s) : s));
+}
+
+function bigintCount(s: bigint): number {
+  return s <= BigInt(Number.MAX_SAFE_INTEGER) && s >= BigInt(Number.MIN_SAFE_INTEGER) ? Number(s) : Number.NaN;
+}
+
+/** A count list as the caller wrote it: JSON for arrays, "Int32Array [1, 2]" for typed arrays. */
+function describeCounts(value: unknown): string {
+  if (ArrayBuffer.isView(value) && !(value instanceof DataView)) {
+    const items = Array.from(value as unknown as ArrayLike<number | bigint>, String);
+    return `${describe(value)} [${items.join(', ')}]`;
+  }
+  return JSON.stringify(value) ?? String(value);
 }
 
 /** The tensor's first dimension; collectives that split or concatenate along it need one. */

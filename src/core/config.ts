@@ -485,8 +485,12 @@ function formatHost(host: string): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
 }
 
-/** Every set: ranks of the job, none twice. */
+/**
+ * Every set: ranks of the job, none twice; as Horovod (and addProcessSet), not every rank of the
+ * job (the global set), and no two sets of the same ranks in any order (a duplicate process set).
+ */
 function checkProcessSets(sets: readonly number[][], size: number): readonly (readonly number[])[] {
+  const seen = new Map<string, number>();
   for (const [i, ranks] of sets.entries()) {
     const bad = ranks.find((r) => r >= size);
     if (bad !== undefined)
@@ -494,6 +498,19 @@ function checkProcessSets(sets: readonly number[][], size: number): readonly (re
     if (new Set(ranks).size !== ranks.length) {
       throw new InvalidArgumentError(`init option 'processSets[${i}]' names a rank twice: [${ranks.join(', ')}]`);
     }
+    if (ranks.length === size) {
+      throw new InvalidArgumentError(
+        `init option 'processSets[${i}]' is every rank of the job, [${ranks.join(', ')}]: collectives without option 'processSet' run on all of them (Horovod refuses such a set as a duplicate of its global set)`,
+      );
+    }
+    const key = [...ranks].sort((a, b) => a - b).join(',');
+    const earlier = seen.get(key);
+    if (earlier !== undefined) {
+      throw new InvalidArgumentError(
+        `init option 'processSets[${i}]' has the ranks of 'processSets[${earlier}]' ([${ranks.join(', ')}], in any order): a duplicate process set, refused as Horovod does`,
+      );
+    }
+    seen.set(key, i);
   }
   return Object.freeze(sets.map((ranks) => Object.freeze([...ranks])));
 }

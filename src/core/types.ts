@@ -50,6 +50,21 @@ export type TypedArray =
   | BigInt64Array
   | BigUint64Array;
 
+/**
+ * Option 'splits' (alltoall, scatter, reducescatter): rows of the first dimension for each rank,
+ * in rank order, as an array or as any integer typed array (Horovod's splits are an int32 tensor).
+ */
+export type Splits =
+  | readonly number[]
+  | Int8Array
+  | Uint8Array
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | BigInt64Array
+  | BigUint64Array;
+
 /** A tensor with an explicit shape; product(shape) === data.length. */
 export interface ShapedTensor<T extends TypedArray = TypedArray> {
   data: T;

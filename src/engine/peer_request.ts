@@ -12,4 +12,6 @@ export interface PeerRequest {
   tag: number;
   dtype: WireDType;
   length: number;
+  /** This call's deadline in ms (option 'timeoutMs'); unset: the job's stall timeout. */
+  timeoutMs?: number;
 }

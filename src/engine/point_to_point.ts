@@ -11,8 +11,9 @@
  * sides reject with. The data crosses the wire once, straight into the receiver's buffer; the
  * price is the offer and its answer, one round trip of control messages.
  *
- * Deadlines: a recv nobody sends to fails after the stall timeout with a TimeoutError naming the
- * peer and the tag (0: it waits for as long as the job lives). A send whose offer nobody has
+ * Deadlines: a recv nobody sends to fails after its own timeout (option 'timeoutMs'), or else the
+ * stall timeout, with a TimeoutError naming the peer and the tag (0: it waits for as long as the
+ * job lives). A send whose offer nobody has
  * accepted by then asks the receiver to withdraw it, and the receiver decides: an offer not yet
  * matched is withdrawn (the send fails with the TimeoutError), one already accepted goes ahead (the
  * accept is on its way). The receiver is the one place where matching happens, so a recv never
@@ -111,7 +112,7 @@ export class PointToPoint {
       this.settle(
         send.id,
         new TimeoutError(
-          `${describe(request)}: rank ${request.peer} posted no matching recv within ${this.settings.timeoutMs} ms`,
+          `${describe(request)}: rank ${request.peer} posted no matching recv within ${this.timeoutOf(request)} ms`,
         ),
       );
       return;
@@ -160,7 +161,7 @@ export class PointToPoint {
     this.nextSequence.set(request.peer, (sequence + 1) % 2 ** 31);
     const key = `${request.peer}/${sequence}`;
     const pending: PendingSend = { id, request, buffer, timer: undefined };
-    pending.timer = this.deadline(() => {
+    pending.timer = this.deadline(request, () => {
       this.hooks.sendControl(request.peer, { type: 'p2p-withdraw', sequence, tag: request.tag });
     });
     this.sends.set(key, pending);
@@ -181,12 +182,12 @@ export class PointToPoint {
       this.match(request.peer, pending, offer);
       return;
     }
-    pending.timer = this.deadline(() => {
+    pending.timer = this.deadline(request, () => {
       const recvs = this.recvs.get(key);
       recvs?.splice(recvs.indexOf(pending), 1);
       this.settle(
         id,
-        new TimeoutError(`${describe(request)}: rank ${request.peer} sent nothing within ${this.settings.timeoutMs} ms`),
+        new TimeoutError(`${describe(request)}: rank ${request.peer} sent nothing within ${this.timeoutOf(request)} ms`),
       );
     });
     push(this.recvs, key, pending);
@@ -222,8 +223,14 @@ export class PointToPoint {
     this.hooks.sendControl(peer, { type: 'p2p-answer', sequence: offer.sequence, outcome: 'accepted', message: '' });
   }
 
-  private deadline(expire: () => void): NodeJS.Timeout | undefined {
-    return this.settings.timeoutMs > 0 ? setTimeout(expire, this.settings.timeoutMs) : undefined;
+  /** The call's own timeout, or the job's. */
+  private timeoutOf(request: PeerRequest): number {
+    return request.timeoutMs ?? this.settings.timeoutMs;
+  }
+
+  private deadline(request: PeerRequest, expire: () => void): NodeJS.Timeout | undefined {
+    const ms = this.timeoutOf(request);
+    return ms > 0 ? setTimeout(expire, ms) : undefined;
   }
 
   private settle(id: number, error: unknown): void {

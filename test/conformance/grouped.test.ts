@@ -2,8 +2,8 @@
  * Grouped collectives with real ranks (4), over the memory world and TCP worker threads: results
  * in order with mixed dtypes and shapes, fusion (memory world: the engines' execution counts),
  * atomicity (a member missing on one rank holds the whole group back; stalled, it fails the group
- * with a TimeoutError naming it on every rank), groupedAllgather, groupedReducescatter, and a
- * group in a process set.
+ * with a TimeoutError naming it on every rank), groupedAllgather, groupedReducescatter,
+ * groupedBroadcast, per-member 'outs' (in place), and a group in a process set.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -134,6 +134,104 @@ for (const factory of kWorldFactories) {
     );
 
     test(
+      "outs: each member's result in its own buffer, the tensors themselves in place (a model's gradients); reducescatter and allgather too",
+      bounded(kTestMs, async () => {
+        const shared = <A extends TypedArray>(make: new (b: SharedArrayBuffer) => A, bytes: number) =>
+          new make(new SharedArrayBuffer(bytes));
+        const grads = world.map((_, rank) => ({
+          a: shared(Float32Array, 12).fill(rank),
+          b: { data: shared(Int32Array, 16).fill(rank), shape: [2, 2] },
+          c: shared(Float64Array, 8 * 2000).fill(rank),
+        }));
+        for (let it = 0; it < 2; it++) {
+          const results = await Promise.all(
+            world.map((rr, rank) => {
+              const { a, b, c } = grads[rank] as (typeof grads)[number];
+              // a and b in place, c into fresh memory.
+              return rr.groupedAllreduce([a, b, c], { name: 'outs', outs: [a, b.data, undefined] });
+            }),
+          );
+          const sum = it === 0 ? 6 : 24; // in place: the second round sums the first one's sums
+          for (const [rank, [a, b, c]] of results.entries()) {
+            const mine = grads[rank] as (typeof grads)[number];
+            assert.equal(a, mine.a, `rank ${rank}: a is its out`);
+            assert.equal(dataOf(b), mine.b.data, `rank ${rank}: b is its out`);
+            assert.deepEqual((b as { shape: readonly number[] }).shape, [2, 2]);
+            assert.notEqual(dataOf(c), mine.c, `rank ${rank}: c is fresh`);
+            assert.ok(mine.a.every((v) => v === sum) && mine.b.data.every((v) => v === sum), `rank ${rank}: in place, ${it}`);
+            assert.ok(dataOf(c).every((v) => v === 6) && mine.c.every((v) => v === rank), `rank ${rank}: c, ${it}`);
+          }
+        }
+        const rsOuts = world.map(() => [shared(Float32Array, 4 * 2), shared(Uint16Array, 2 * 3)]);
+        const scattered = await Promise.all(
+          world.map((rr, rank) =>
+            rr.groupedReducescatter(
+              [
+                { data: new Float32Array(8).fill(rank), shape: [4, 2] },
+                { data: new Uint16Array(12).fill(rank), shape: [4, 3] },
+              ],
+              { name: 'outs-rs', outs: rsOuts[rank] },
+            ),
+          ),
+        );
+        for (const [rank, [a, b]] of scattered.entries()) {
+          assert.equal(dataOf(a), rsOuts[rank]?.[0]);
+          assert.equal(dataOf(b), rsOuts[rank]?.[1]);
+          assert.deepEqual([...dataOf(a), ...dataOf(b)], [6, 6, 6, 6, 6]);
+        }
+        const agOut = world.map(() => shared(Int8Array, kSize * 2));
+        const gathered = await Promise.all(
+          world.map((rr, rank) =>
+            rr.groupedAllgather([new Int8Array([rank, -rank]), new Float32Array([rank])], {
+              name: 'outs-ag',
+              outs: [agOut[rank], undefined],
+            }),
+          ),
+        );
+        for (const [rank, [a, b]] of gathered.entries()) {
+          assert.equal(a, agOut[rank]);
+          assert.deepEqual([...(a as Int8Array)], [0, 0, 1, -1, 2, -2, 3, -3]);
+          assert.deepEqual([...(b as Float32Array)], [0, 1, 2, 3]);
+        }
+      }),
+    );
+
+    test(
+      "groupedBroadcast: the root's tensors of mixed dtypes and shapes, in order, of the kind passed; outs in place; unnamed",
+      bounded(kTestMs, async () => {
+        for (const root of [0, kSize - 1]) {
+          const results = await Promise.all(
+            world.map((rr, rank) => rr.groupedBroadcast(mixedTensors(rank, 0), { name: `bc/${root}`, root })),
+          );
+          for (const [rank, outs] of results.entries()) {
+            const sent = mixedTensors(root, 0);
+            assert.equal(outs.length, sent.length);
+            for (const [m, out] of outs.entries()) {
+              const input = sent[m] as TypedArray | { data: TypedArray; shape: number[] };
+              const where = `member ${m}, rank ${rank}, root ${root}`;
+              assert.equal(ArrayBuffer.isView(out), ArrayBuffer.isView(input), `kind, ${where}`);
+              if (!ArrayBuffer.isView(input)) assert.deepEqual((out as { shape: readonly number[] }).shape, input.shape, where);
+              assert.deepEqual([...dataOf(out)], [...dataOf(input)], `values, ${where}`);
+            }
+          }
+        }
+        const weights = world.map((_, rank) => new Float64Array(new SharedArrayBuffer(8 * 5)).fill(rank + 0.5));
+        const unnamed = await Promise.all(
+          world.map((rr, rank) =>
+            rr.groupedBroadcast([weights[rank] as Float64Array, new Uint32Array([rank])], {
+              outs: [weights[rank], undefined],
+            }),
+          ),
+        );
+        for (const [rank, [w, u]] of unnamed.entries()) {
+          assert.equal(w, weights[rank]);
+          assert.deepEqual([...(weights[rank] as Float64Array)], [0.5, 0.5, 0.5, 0.5, 0.5], `rank ${rank}: in place from root 0`);
+          assert.deepEqual([...(u as Uint32Array)], [0]);
+        }
+      }),
+    );
+
+    test(
       'argument errors: an empty group, a bad member (nothing is submitted: the name stays free)',
       bounded(kTestMs, async () => {
         const rr0 = world[0] as RingReduce;
@@ -141,6 +239,23 @@ for (const factory of kWorldFactories) {
         await assert.rejects(rr0.groupedAllgather('x' as never), InvalidArgumentError);
         await assert.rejects(rr0.groupedAllreduce([new Float32Array(2), 'x' as never], { name: 'bad' }), InvalidArgumentError);
         await assert.rejects(rr0.groupedAllreduce([new Int32Array(2)], { name: 'bad', op: 'average' }), /average/);
+        await assert.rejects(rr0.groupedBroadcast([], { name: 'bad' }), /groupedBroadcast needs a non-empty array of tensors/);
+        await assert.rejects(rr0.groupedBroadcast([new Int32Array(2)], { name: 'bad', root: kSize }), /option 'root'/);
+        const f2 = new Float32Array(new SharedArrayBuffer(8));
+        await assert.rejects(
+          rr0.groupedAllreduce([f2, f2], { name: 'bad', out: f2 } as never),
+          (e) =>
+            e instanceof InvalidArgumentError &&
+            /groupedAllreduce takes option 'outs' \(one typed array per tensor/.test(e.message),
+        );
+        await assert.rejects(
+          rr0.groupedAllgather([f2, f2], { name: 'bad', outs: [f2] }),
+          /option 'outs' of groupedAllgather must be an array of 2 typed arrays \(or undefined\), one for each tensor in order, got an array of 1/,
+        );
+        await assert.rejects(
+          rr0.groupedAllreduce([f2, new Float32Array(3)], { name: 'bad', outs: [undefined, f2] }),
+          (e) => e instanceof InvalidArgumentError && /option 'outs\[1\]' has 2 elements but the tensor has 3/.test(e.message),
+        );
         const outs = await Promise.all(
           world.map((rr) => rr.groupedAllreduce([new Float32Array([1]), new Int32Array([2])], { name: 'bad' })),
         );

@@ -158,8 +158,10 @@ for (const factory of kWorldFactories) {
     test(
       'a set whose member is 3 s late does not hold up the others: their 10 allreduces finish long before',
       bounded(kTestMs, async () => {
-        const slow = await addSet(world, [0, 1]);
-        const fast = await addSet(world, [2, 3]);
+        // The static sets [0, 1] and [2, 3] (adding them again would be a duplicate, refused).
+        const staticSet = (id: number) => world.map((rr) => rr.processSets().find((s) => s.id === id) as ProcessSet);
+        const slow = staticSet(1);
+        const fast = staticSet(2);
         // Rank 0 waits in the slow set while it runs this one with rank 2, who runs the fast one too.
         const mixed = await addSet(world, [0, 2]);
         const t0 = performance.now();
@@ -186,7 +188,7 @@ for (const factory of kWorldFactories) {
         const took = `slow set ${slow0}, ${slow1}; fast set ${fast2}, ${fast3}; mixed set ${mixed0}, ${mixed2} ms`;
         assert.ok((slow0 as number) >= 2900 && (slow1 as number) >= 2900, `the slow set waited for its late member: ${took}`);
         for (const t of [fast2, fast3, mixed0, mixed2]) assert.ok((t as number) < 1500, `10 allreduces well under 3 s: ${took}`);
-        for (const sets of [slow, fast, mixed]) await removeSet(world, sets);
+        await removeSet(world, mixed);
       }),
     );
 
@@ -261,6 +263,12 @@ for (const factory of kWorldFactories) {
           [[1.5], /process set rank 1\.5 is not a rank/],
           [[], /non-empty array/],
           ['0,1', /non-empty array/],
+          // As Horovod: a set of every rank (its global set), or the ranks of a set that exists, in any order.
+          [[0, 1, 2, 3], /process set ranks \[0, 1, 2, 3\] are every rank of the job/],
+          [[3, 1, 0, 2], /process set ranks \[3, 1, 0, 2\] are every rank of the job/],
+          [[0, 2], /process set ranks \[0, 2\] are the members of process set \d+ \(\[0, 2\]\) already/],
+          [[2, 0], /process set ranks \[2, 0\] are the members of process set \d+ \(\[0, 2\]\) already/],
+          [[1, 0], /process set ranks \[1, 0\] are the members of process set 1 \(\[0, 1\]\) already/],
         ];
         for (const [ranks, pattern] of bad) {
           await assert.rejects(
@@ -292,6 +300,8 @@ for (const factory of kWorldFactories) {
           [3, 3],
         );
         await removeSet(world, next);
+        // Once removed, the same ranks make a set again.
+        await removeSet(world, await addSet(world, [0, 3]));
       }),
     );
 
@@ -299,7 +309,7 @@ for (const factory of kWorldFactories) {
       'addProcessSet with different ranks on different ranks: MismatchError everywhere, the job goes on',
       bounded(kTestMs, async () => {
         const before = world.map((rr) => rr.processSets().length);
-        const calls = world.map((rr, rank) => rr.addProcessSet(rank < 2 ? [0, 1] : [0, 2]));
+        const calls = world.map((rr, rank) => rr.addProcessSet(rank < 2 ? [0, 3] : [0, 2]));
         await expectSameRejection(calls, MismatchError, /process sets/, 'addProcessSet');
         assert.deepEqual(
           world.map((rr) => rr.processSets().length),
@@ -359,4 +369,19 @@ test('init refuses bad static sets with InvalidArgumentError', async () => {
     (e) => e instanceof InvalidArgumentError && /processSets\[1\].*twice/.test(e.message),
   );
   assert.throws(() => startMemoryWorld(2, { processSets: [[2]] }), InvalidArgumentError);
+  // As Horovod and addProcessSet: not every rank, not the same ranks twice (in any order).
+  await assert.rejects(
+    RingReduce.init({
+      ...common,
+      processSets: [
+        [0, 1],
+        [3, 2, 1, 0],
+      ],
+    }),
+    (e) => e instanceof InvalidArgumentError && /processSets\[1\]' is every rank of the job/.test(e.message),
+  );
+  await assert.rejects(
+    RingReduce.init({ ...common, processSets: [[0, 2], [1], [2, 0]] }),
+    (e) => e instanceof InvalidArgumentError && /processSets\[2\]' has the ranks of 'processSets\[0\]'/.test(e.message),
+  );
 });

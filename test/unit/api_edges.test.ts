@@ -45,12 +45,16 @@ describe('before init()', () => {
       ['recv', () => rr.recv(t, { from: 0 })],
       ['allgatherObject', () => rr.allgatherObject(1)],
       ['broadcastObject', () => rr.broadcastObject(1)],
+      ['gatherObject', () => rr.gatherObject(1)],
+      ['scatterObject', () => rr.scatterObject([1])],
       ['groupedAllreduce', () => rr.groupedAllreduce([t])],
       ['groupedAllgather', () => rr.groupedAllgather([t])],
       ['groupedReducescatter', () => rr.groupedReducescatter([t])],
       ['join', () => rr.join()],
       ['addProcessSet', () => rr.addProcessSet([0])],
       ['barrier', () => rr.barrier()],
+      ['monitoredBarrier', () => rr.monitoredBarrier({ timeoutMs: 10 })],
+      ['groupedBroadcast', () => rr.groupedBroadcast([t])],
     ];
     for (const [name, call] of calls) {
       let promise: Promise<unknown> | undefined;

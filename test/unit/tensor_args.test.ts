@@ -7,6 +7,7 @@ import {
   parseOut,
   parseReduceOp,
   parseRoot,
+  parseSplits,
   parseTensor,
 } from '../../src/api/tensor_args.js';
 import { InvalidArgumentError } from '../../src/core/errors.js';
@@ -61,4 +62,43 @@ test("option 'out': shared memory of the tensor's dtype; allreduce's has the ten
     assert.throws(() => parse(new Int32Array(new SharedArrayBuffer(16)), t), /option 'out' must be a float32 typed array/);
     assert.throws(() => parse([1, 2, 3, 4], t), /option 'out' must be a float32 typed array/);
   }
+});
+
+test("option 'splits': an array or any integer typed array; floats, fractions, negatives and huge bigints are named", () => {
+  const none = () => assert.fail('the fallback is for unset splits only');
+  assert.deepEqual(parseSplits([1, 0, 2], 3, 3, none), [1, 0, 2]);
+  for (const splits of [
+    Int8Array.of(1, 0, 2),
+    Uint8Array.of(1, 0, 2),
+    Int16Array.of(1, 0, 2),
+    Uint16Array.of(1, 0, 2),
+    Int32Array.of(1, 0, 2),
+    Uint32Array.of(1, 0, 2),
+    BigInt64Array.of(1n, 0n, 2n),
+    BigUint64Array.of(1n, 0n, 2n),
+  ]) {
+    assert.deepEqual(parseSplits(splits, 3, 3, none), [1, 0, 2], splits.constructor.name);
+  }
+  assert.deepEqual(
+    parseSplits(undefined, 4, 2, () => [2, 2]),
+    [2, 2],
+  );
+  const refused = (splits: unknown, got: string) =>
+    assert.throws(
+      () => parseSplits(splits, 3, 3, none),
+      (e) =>
+        e instanceof InvalidArgumentError &&
+        e.message ===
+          `option 'splits' must be an array or integer typed array of 3 non-negative integers (rows for each rank), got ${got}`,
+    );
+  refused(Int32Array.of(2, -1, 2), 'Int32Array [2, -1, 2]');
+  refused(Float32Array.of(1, 0, 2), 'Float32Array [1, 0, 2]');
+  refused(Float64Array.of(1, 0.5, 1.5), 'Float64Array [1, 0.5, 1.5]');
+  refused([1, 0.5, 1.5], '[1,0.5,1.5]');
+  refused(BigInt64Array.of(2n ** 60n, 0n, 0n), `BigInt64Array [${2n ** 60n}, 0, 0]`);
+  refused(Int32Array.of(1, 2), 'Int32Array [1, 2]');
+  refused(new Uint8ClampedArray(3), 'Uint8ClampedArray [0, 0, 0]');
+  refused(new DataView(new ArrayBuffer(3)), '{}');
+  refused({ 0: 1, 1: 1, 2: 1 }, '{"0":1,"1":1,"2":1}');
+  assert.throws(() => parseSplits(Uint16Array.of(1, 1, 2), 3, 3, none), /option 'splits' adds up to 4 rows but the tensor has 3/);
 });

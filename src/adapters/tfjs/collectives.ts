@@ -6,7 +6,7 @@
  * tfjs calls you synchronously (an optimizer step inside model.fit), the async forms elsewhere.
  */
 import type * as tf from '@tensorflow/tfjs';
-import { InvalidArgumentError, type ReduceOp, type ShapedTensor } from '../../index.js';
+import { InvalidArgumentError, type ReduceOp, type ShapedTensor, type Splits } from '../../index.js';
 import { collectivesOf, type ProcessSetOption, type RuntimeOption } from './runtime.js';
 import { checkTensor, read, readSync, toTensor, type WireArray, wireOp } from './tensor_codec.js';
 
@@ -40,9 +40,10 @@ export interface TensorReducescatterOptions extends TensorAllreduceOptions {
 export interface TensorAlltoallOptions extends TensorCollectiveOptions {
   /**
    * Rows (first dimension) of the tensor for each rank, in rank order, adding up to the first
-   * dimension. Default: an even split, which needs the first dimension to be a multiple of size.
+   * dimension, as an array or an integer typed array (`await t.data()` of an int32 tensor).
+   * Default: an even split, which needs the first dimension to be a multiple of size.
    */
-  splits?: readonly number[];
+  splits?: Splits;
 }
 
 /** What the adapter's {@link alltoall} and {@link alltoallSync} give back. */
@@ -245,7 +246,7 @@ function reducescatterOptions(
   return collectiveOptions(options, extra);
 }
 
-function alltoallOptions(options: TensorAlltoallOptions): { splits?: readonly number[] } & CoreScope {
+function alltoallOptions(options: TensorAlltoallOptions): { splits?: Splits } & CoreScope {
   return collectiveOptions(options, options.splits === undefined ? {} : { splits: options.splits });
 }
 

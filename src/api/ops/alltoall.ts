@@ -1,6 +1,6 @@
 /** alltoall on the caller's side: options, the input copy, and the rows received. */
 import { InvalidArgumentError } from '../../core/errors.js';
-import type { TensorLike, TypedArray } from '../../core/types.js';
+import type { Splits, TensorLike, TypedArray } from '../../core/types.js';
 import type { AlltoallRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, type Result, resultLike } from '../call.js';
 import type { ProcessSet } from '../process_set.js';
@@ -16,7 +16,7 @@ export interface AlltoallOptions {
    * Rows (first dimension) of the tensor for each rank, in rank order, adding up to the first
    * dimension. Default: an even split, which needs the first dimension to be a multiple of size.
    */
-  splits?: readonly number[];
+  splits?: Splits;
   /**
    * Write the rows received here instead of into fresh memory (SharedArrayBuffer-backed, the
    * tensor's dtype, exactly as long as what this rank receives: the rows every rank sends it

@@ -11,6 +11,11 @@ export interface SendOptions {
   to: number;
   /** Matches the receiver's recv with the same tag (messages of one tag arrive in order). Default 0. */
   tag?: number;
+  /**
+   * How long the send waits for the receiver to post a matching recv before it is withdrawn and
+   * fails with TimeoutError (the receiver never sees it). Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
 }
 
 /** Options of {@link RingReduce.recv} and {@link RingReduce.recvSync}: the sender, and the tag its send names. */
@@ -19,26 +24,58 @@ export interface RecvOptions {
   from: number;
   /** Default 0. */
   tag?: number;
+  /**
+   * How long the recv waits for a matching send before it fails with TimeoutError naming the
+   * sender (a later send no longer matches it). Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
 }
 
-/** User tags: non-negative integers below 2^31. */
+/** User tags: non-negative integers below 2^31; the tags above are the library's own (monitoredBarrier). */
 const kMaxUserTag = 2 ** 31 - 1;
 
+/** The longest timeout a timer takes (a larger one would fire at once). */
+const kMaxTimeoutMs = 2 ** 31 - 1;
+
 export function prepareSend(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['to', 'tag']);
+  const o = checkOptions(options, ['to', 'tag', 'timeoutMs']);
   const t = parseTensor(tensor);
   const to = parsePeer(o.to, 'to', ctx);
-  const request = peerRequest(ctx, 'send', to, parseTag(o.tag), t);
+  const request = peerRequest(ctx, 'send', to, parseTag(o.tag), t, parseTimeout(o.timeoutMs));
   // Copied now: the caller may reuse its tensor as soon as send returns.
   const { buffer, staging } = copyToStaging(ctx, t);
   return { request, buffer, staging, finish: () => undefined };
 }
 
 export function prepareRecv(ctx: CallContext, into: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['from', 'tag']);
+  const o = checkOptions(options, ['from', 'tag', 'timeoutMs']);
   const t = parseTensor(into, 'into');
   const from = parsePeer(o.from, 'from', ctx);
-  const request = peerRequest(ctx, 'recv', from, parseTag(o.tag), t);
+  const request = peerRequest(ctx, 'recv', from, parseTag(o.tag), t, parseTimeout(o.timeoutMs));
+  return receiving(ctx, request, t, into);
+}
+
+/** A message of the library's own, under a tag no user message has (≥ 2^31): arguments trusted. */
+export interface SystemPeerOptions {
+  peer: number;
+  tag: number;
+  timeoutMs: number;
+}
+
+export function prepareSystemSend(ctx: CallContext, data: unknown, options: unknown): Prepared {
+  const { peer, tag, timeoutMs } = options as SystemPeerOptions;
+  const t = parseTensor(data);
+  const { buffer, staging } = copyToStaging(ctx, t);
+  return { request: peerRequest(ctx, 'send', peer, tag, t, timeoutMs), buffer, staging, finish: () => undefined };
+}
+
+export function prepareSystemRecv(ctx: CallContext, into: unknown, options: unknown): Prepared {
+  const { peer, tag, timeoutMs } = options as SystemPeerOptions;
+  const t = parseTensor(into, 'into');
+  return receiving(ctx, peerRequest(ctx, 'recv', peer, tag, t, timeoutMs), t, into);
+}
+
+function receiving(ctx: CallContext, request: PeerRequest, t: ParsedTensor, into: unknown): Prepared {
   // The engine writes into shared memory; the message reaches `into` once it is complete.
   const { buffer, staging } = copyToStaging(ctx, t);
   return {
@@ -52,9 +89,28 @@ export function prepareRecv(ctx: CallContext, into: unknown, options: unknown): 
   };
 }
 
-function peerRequest(ctx: CallContext, op: 'send' | 'recv', peer: number, tag: number, t: ParsedTensor): PeerRequest {
+function peerRequest(
+  ctx: CallContext,
+  op: 'send' | 'recv',
+  peer: number,
+  tag: number,
+  t: ParsedTensor,
+  timeoutMs: number | undefined,
+): PeerRequest {
   const way = op === 'send' ? `to ${peer}` : `from ${peer}`;
-  return { op, name: ctx.nameFor(op, undefined, `${op} ${way}, tag ${tag}`), peer, tag, dtype: t.dtype, length: t.data.length };
+  const name = ctx.nameFor(op, undefined, `${op} ${way}, tag ${tag}`);
+  const request: PeerRequest = { op, name, peer, tag, dtype: t.dtype, length: t.data.length };
+  if (timeoutMs !== undefined) request.timeoutMs = timeoutMs;
+  return request;
+}
+
+/** Option 'timeoutMs': a positive number of ms a timer can take; unset: the job's stall timeout. */
+export function parseTimeout(value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !(value > 0) || value > kMaxTimeoutMs) {
+    throw new InvalidArgumentError(`option 'timeoutMs' must be a number of ms in (0, 2^31), got ${JSON.stringify(value)}`);
+  }
+  return Math.ceil(value);
 }
 
 function parsePeer(value: unknown, option: string, ctx: CallContext): number {

@@ -1,6 +1,6 @@
 /** reducescatter on the caller's side: options, the input copy, this rank's rows of the result. */
 import { elementCount, splitRows } from '../../core/shapes.js';
-import type { Compression, ReduceOp, TypedArray } from '../../core/types.js';
+import type { Compression, ReduceOp, Splits, TypedArray } from '../../core/types.js';
 import type { ReducescatterRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
 import { compressToStaging, decompress, parseCompression, stagedHalves } from '../compression.js';
@@ -13,6 +13,7 @@ import {
   parseOutOfLength,
   parseReduceOp,
   parseScales,
+  parseSplits,
   parseTensor,
 } from '../tensor_args.js';
 
@@ -39,16 +40,24 @@ export interface ReducescatterOptions {
   out?: TypedArray;
   /** As for allreduce: 'fp16' sends a float32 tensor as half precision, reduced in float32. Default 'none'. */
   compression?: Compression;
+  /**
+   * Rows of the result (first dimension) for each rank, in rank order, adding up to the first
+   * dimension; an array or an integer typed array, the same on every rank (torch's reduce_scatter
+   * into outputs of uneven sizes). Default: as even as possible, the first dim0 % size ranks one
+   * row more.
+   */
+  splits?: Splits;
 }
 
 export function prepareReducescatter(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'op', 'prescale', 'postscale', 'out', 'processSet', 'compression']);
+  const o = checkOptions(options, ['name', 'op', 'prescale', 'postscale', 'out', 'processSet', 'compression', 'splits']);
   const t = parseTensor(tensor);
   const rows = firstDimension(t, 'reducescatter');
   const reduceOp = parseReduceOp(o.op, t.dtype);
   const scales = parseScales(o, t.dtype);
   const rowSize = elementCount(t.shape.slice(1));
-  const myRows = splitRows(rows, ctx.size)[ctx.rank] ?? 0;
+  const splits = parseSplits(o.splits, rows, ctx.size, () => splitRows(rows, ctx.size));
+  const myRows = splits[ctx.rank] ?? 0;
   const out = parseOutOfLength(o.out, t, myRows * rowSize, `this rank's ${myRows} rows of the result`);
   const compressed = parseCompression(o.compression, t) === 'fp16';
   const request: ReducescatterRequest = {
@@ -59,6 +68,8 @@ export function prepareReducescatter(ctx: CallContext, tensor: unknown, options:
     reduceOp,
     ...scales,
   };
+  // Only given splits travel: ranks check them against each other (the default is the same everywhere).
+  if (o.splits !== undefined) request.splits = splits;
   const shape = [myRows, ...t.shape.slice(1)];
   if (compressed) {
     // The input's halves are work space; this rank's rows come back as halves, decoded by finish.
@@ -68,10 +79,7 @@ export function prepareReducescatter(ctx: CallContext, tensor: unknown, options:
     return { request, buffer, staging, output: held.buffer, heldStaging: held.staging, finish };
   }
   const output = out ?? ctx.fresh(t, myRows * rowSize);
-  const offset =
-    splitRows(rows, ctx.size)
-      .slice(0, ctx.rank)
-      .reduce((a, b) => a + b, 0) * rowSize;
+  const offset = splits.slice(0, ctx.rank).reduce((a, b) => a + b, 0) * rowSize;
   // The reduction works over a copy of the whole input (in place: the tensor); only this rank's rows come back.
   const { buffer, staging } =
     out && isOwnRows(out, t.data, offset) ? { buffer: t.data, staging: undefined } : copyToStaging(ctx, t);

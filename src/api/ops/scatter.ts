@@ -1,7 +1,7 @@
 /** scatter on the caller's side: the root's tensor and splits; the other ranks pass nothing. */
 import { InvalidArgumentError } from '../../core/errors.js';
 import { splitRows } from '../../core/shapes.js';
-import type { ShapedTensor, TypedArray } from '../../core/types.js';
+import type { ShapedTensor, Splits, TypedArray } from '../../core/types.js';
 import type { ScatterRequest } from '../../engine/ops/registry.js';
 import type { CallContext, Prepared } from '../call.js';
 import type { ProcessSet } from '../process_set.js';
@@ -25,7 +25,7 @@ export interface ScatterOptions {
   /** The rank whose tensor is split. Default 0. */
   root?: number;
   /** The root's only: rows for each rank, in rank order. Default: as even as possible, the first rows % size ranks one more. */
-  splits?: readonly number[];
+  splits?: Splits;
   /**
    * Write this rank's rows here instead of into fresh memory (SharedArrayBuffer-backed, the root
    * tensor's dtype, exactly as long as this rank's rows). A wrong dtype or length fails on every

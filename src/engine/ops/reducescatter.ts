@@ -1,35 +1,55 @@
 /**
  * reducescatter: the element-wise reduction over ranks, split along the first dimension: rank r
  * gets rows [start_r, start_r + count_r), counts as even as possible with the first dim0 % N ranks
- * one row more (splitRows). Ranks agree on dtype, reduce op, scale factors and shape. Cached;
- * never fused. The caller's side copies the input into work space (`buffer`) and hands the
- * output (`output`, its own rows) along, since its size follows from the shape alone.
+ * one row more (splitRows), or the caller's `splits` (torch's reduce_scatter into outputs of
+ * uneven sizes, Horovod's reducescatter with splits). Ranks agree on dtype, reduce op, scale
+ * factors, shape and splits. Cached; never fused. The caller's side copies the input into work
+ * space (`buffer`) and hands the output (`output`, its own rows) along, since its size follows
+ * from the shape and the splits alone.
  */
 import { ringReducescatter } from '../../algorithms/ring_reducescatter.js';
 import { allocShared } from '../../core/dtypes.js';
 import { elementCount, splitRows } from '../../core/shapes.js';
 import { kReduceOps, type ReduceOp } from '../../core/types.js';
-import { codeOf } from '../wire.js';
-import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
+import { codeOf, readCounts, writeCounts } from '../wire.js';
+import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck, shapeText } from './agreement.js';
 import { identityBuffer, overContributors } from './join_support.js';
 import type { OpEntry, OpSpec, RequestBase } from './op_spec.js';
 import { kScalesCheck, readScales, type ScaleFactors, scale, writeScales } from './scaling.js';
 
 export interface ReducescatterRequest extends RequestBase<'reducescatter'>, ScaleFactors {
   reduceOp: ReduceOp;
+  /** Rows of the result for each rank, in rank order, adding up to the first dimension; unset: the even split. */
+  splits?: number[];
 }
 
 const kReduceOpCheck: FieldCheck<ReducescatterRequest> = { what: 'reduce ops', text: (r) => r.reduceOp };
+const kSplitsCheck: FieldCheck<ReducescatterRequest> = {
+  what: 'reducescatter splits',
+  text: (r) => (r.splits ? shapeText(r.splits) : 'the even split'),
+};
+
+/** Rows of the result for each of `size` ranks: the request's splits, or the even split. */
+function rowsPerRank(request: ReducescatterRequest, size: number): number[] {
+  return request.splits ?? splitRows(request.shape[0] ?? 0, size);
+}
 
 export const reducescatterOp: OpSpec<ReducescatterRequest> = {
   op: 'reducescatter',
   write(w, r) {
     w.u8(codeOf(kReduceOps, r.reduceOp));
     writeScales(w, r);
+    // No splits travel as none: a job has at least one rank, so real splits are never empty.
+    writeCounts(w, r.splits ?? []);
   },
-  read: (r, base) => ({ ...base, reduceOp: r.enumOf(kReduceOps, 'reduce op'), ...readScales(r) }),
+  read(r, base) {
+    const request: ReducescatterRequest = { ...base, reduceOp: r.enumOf(kReduceOps, 'reduce op'), ...readScales(r) };
+    const splits = readCounts(r, 'splits');
+    if (splits.length > 0) request.splits = splits;
+    return request;
+  },
   agree: (name, requests) =>
-    firstMismatch(name, requests, [kDTypeCheck, kReduceOpCheck, kScalesCheck, kShapeCheck]) ?? {
+    firstMismatch(name, requests, [kDTypeCheck, kReduceOpCheck, kScalesCheck, kShapeCheck, kSplitsCheck]) ?? {
       request: requests[0] as ReducescatterRequest,
       counts: [],
     },
@@ -45,7 +65,7 @@ export const reducescatterOp: OpSpec<ReducescatterRequest> = {
     if (!input) throw new Error(`reducescatter '${request.name}' reached the executor without its input`);
     const { rank, size } = ctx.transport;
     const rowSize = elementCount(request.shape.slice(1));
-    const counts = splitRows(request.shape[0] ?? 0, size).map((rows) => rows * rowSize);
+    const counts = rowsPerRank(request, size).map((rows) => rows * rowSize);
     // A joined rank's stand-in has no output of its own: its rows are computed and dropped.
     const output = entry.output ?? allocShared(request.dtype, counts[rank] ?? 0);
     scale(input, request.prescale);

@@ -9,7 +9,7 @@
 import type { RingReduce } from '../../../src/api/runtime.js';
 import { allocShared, kDTypes } from '../../../src/core/dtypes.js';
 import { InvalidArgumentError, MismatchError } from '../../../src/core/errors.js';
-import type { DType, TypedArray } from '../../../src/core/types.js';
+import type { DType, Splits, TypedArray } from '../../../src/core/types.js';
 import { evenSplits, expectedAlltoall, referenceInput } from '../../helpers/reference.js';
 import { kLargeCount } from './allreduce.js';
 import { type ConformanceCase, check, checkArray, checkJson, checkRefused, part, settleAll } from './case.js';
@@ -40,6 +40,7 @@ async function alltoallOnce(
   pattern: Pattern,
   rowLength: number,
   name: string,
+  splitsAs: (counts: number[]) => Splits = (counts) => counts,
 ): Promise<void> {
   await part(name, async () => {
     const splits = splitsOf(pattern, size);
@@ -51,7 +52,7 @@ async function alltoallOnce(
     const out = rank % 2 === 0 ? allocShared(dtype, received.reduce((a, b) => a + b, 0) * rowLength) : undefined;
     const { output, receivedSplits } = await rr.alltoall(
       { data: mine, shape: [rows, rowLength] },
-      { name, splits: splits[rank] as number[], ...(out ? { out } : {}) },
+      { name, splits: splitsAs(splits[rank] as number[]), ...(out ? { out } : {}) },
     );
     if (out) check(output.data === out, `${name}: option 'out'`, 'the result is not the given out');
     checkJson(output.shape, [received.reduce((a, b) => a + b, 0), rowLength], `${name}: the shape`);
@@ -61,12 +62,21 @@ async function alltoallOnce(
   });
 }
 
+/** The forms option 'splits' takes: an array, or an integer typed array of any width (Horovod passes an int32 tensor). */
+const kSplitsKinds: readonly ((counts: number[]) => Splits)[] = [
+  (counts) => counts,
+  (counts) => Int32Array.from(counts),
+  (counts) => Uint8Array.from(counts),
+  (counts) => BigInt64Array.from(counts, BigInt),
+  (counts) => Uint32Array.from(counts),
+];
+
 const splitsCases: ConformanceCase = {
-  name: 'alltoall: uneven splits with zero rows, a rank sending nothing, a rank receiving nothing; every dtype, in flight at once',
+  name: 'alltoall: uneven splits (arrays and integer typed arrays) with zero rows, a rank sending nothing, a rank receiving nothing; every dtype, in flight at once',
   async run(rr, rank, size) {
     await settleAll(
-      kDTypes.flatMap((dtype) => [
-        alltoallOnce(rr, rank, size, dtype, uneven, 4, `a2a/${dtype}/uneven`),
+      kDTypes.flatMap((dtype, i) => [
+        alltoallOnce(rr, rank, size, dtype, uneven, 4, `a2a/${dtype}/uneven`, kSplitsKinds[i % kSplitsKinds.length]),
         alltoallOnce(rr, rank, size, dtype, withEmpty, 1, `a2a/${dtype}/empty`),
       ]),
     );
@@ -106,7 +116,7 @@ const large: ConformanceCase = {
 };
 
 const refused: ConformanceCase = {
-  name: "alltoall: argument errors at the call ('splits' of the wrong length or sum, a default split that does not divide), no rank waits",
+  name: "alltoall: argument errors at the call ('splits' of the wrong length, sum or kind, a default split that does not divide), no rank waits",
   async run(rr, rank, size) {
     if (rank === size - 1) {
       const tensor = { data: new Int8Array(2 * size), shape: [size, 2] };
@@ -114,7 +124,7 @@ const refused: ConformanceCase = {
       short[0] = size;
       await checkRefused(
         "'splits' of size + 1 ranks",
-        `option 'splits' must be an array of ${size} non-negative integers (rows for each rank), got ${JSON.stringify(short)}`,
+        `option 'splits' must be an array or integer typed array of ${size} non-negative integers (rows for each rank), got ${JSON.stringify(short)}`,
         () => rr.alltoall(tensor, { name: 'a2a-arg', splits: short }),
       );
       const over = new Array(size).fill(1);
@@ -126,8 +136,21 @@ const refused: ConformanceCase = {
       );
       await checkRefused(
         "'splits' with a negative count",
-        `option 'splits' must be an array of ${size} non-negative integers (rows for each rank), got ${JSON.stringify([-1, ...new Array(size - 1).fill(1)])}`,
+        `option 'splits' must be an array or integer typed array of ${size} non-negative integers (rows for each rank), got ${JSON.stringify([-1, ...new Array(size - 1).fill(1)])}`,
         () => rr.alltoall(tensor, { name: 'a2a-arg', splits: [-1, ...new Array(size - 1).fill(1)] }),
+      );
+      const negative = Int32Array.from({ length: size }, (_, i) => (i === 0 ? 2 : 1));
+      negative[size - 1] = -1;
+      await checkRefused(
+        "'splits' as an Int32Array with a negative count",
+        `option 'splits' must be an array or integer typed array of ${size} non-negative integers (rows for each rank), got Int32Array [${[...negative].join(', ')}]`,
+        () => rr.alltoall(tensor, { name: 'a2a-arg', splits: negative }),
+      );
+      const floats = new Float32Array(size).fill(1);
+      await checkRefused(
+        "'splits' as a Float32Array",
+        `option 'splits' must be an array or integer typed array of ${size} non-negative integers (rows for each rank), got Float32Array [${[...floats].join(', ')}]`,
+        () => rr.alltoall(tensor, { name: 'a2a-arg', splits: floats as unknown as Splits }),
       );
       if (size > 1) {
         await checkRefused(

@@ -1,4 +1,4 @@
-/** Barrier: unnamed and named, it waits for the last rank, the Sync twin. */
+/** Barrier: unnamed and named, it waits for the last rank, the Sync twin; monitoredBarrier when every rank arrives (its failures: monitored_barrier.test.ts). */
 import { type ConformanceCase, check } from './case.js';
 
 /** Nothing of Node's: the cases run in browser ranks too. */
@@ -39,4 +39,21 @@ const sync: ConformanceCase = {
   },
 };
 
-export const barrierCases: readonly ConformanceCase[] = [basic, waits, sync];
+const monitored: ConformanceCase = {
+  name: 'monitoredBarrier: every rank arrives; twice, with and without waitAll (its failures: monitored_barrier.test.ts)',
+  async run(rr) {
+    await rr.monitoredBarrier({ timeoutMs: 10_000 });
+    await rr.monitoredBarrier({ timeoutMs: 10_000, waitAll: true });
+  },
+};
+
+const monitoredSync: ConformanceCase = {
+  name: 'monitoredBarrierSync: every rank arrives',
+  needsSync: true,
+  async run(rr) {
+    rr.monitoredBarrierSync({ timeoutMs: 10_000 });
+    rr.monitoredBarrierSync({ timeoutMs: 10_000, waitAll: true });
+  },
+};
+
+export const barrierCases: readonly ConformanceCase[] = [basic, waits, sync, monitored, monitoredSync];

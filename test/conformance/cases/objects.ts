@@ -1,7 +1,7 @@
 /**
- * allgatherObject and broadcastObject: any structured-clone value. Nested objects, Maps, Sets,
+ * allgatherObject, broadcastObject, gatherObject and scatterObject: any structured-clone value. Nested objects, Maps, Sets,
  * typed arrays, dates, bigints, strings with non-ASCII characters, values whose size differs per
- * rank (one of 1 MiB), broadcast from every root, named and unnamed calls, a value that cannot
+ * rank (one of 1 MiB), broadcast, gather and scatter from every root, named and unnamed calls, a value that cannot
  * be sent (refused at the call), the Sync twins.
  */
 import { dequal as isDeepStrictEqual } from 'dequal';
@@ -90,8 +90,45 @@ const broadcast: ConformanceCase = {
   },
 };
 
+const gather: ConformanceCase = {
+  name: 'gatherObject: to every root, values of every kind and size in rank order on the root, null elsewhere; named and unnamed',
+  async run(rr, rank, size) {
+    const expected = Array.from({ length: size }, (_, r) => valueOfRank(r));
+    await settleAll(
+      Array.from({ length: size }, (_, root) =>
+        part(`root ${root}`, async () => {
+          const got = await rr.gatherObject(valueOfRank(rank), { root, name: `obj/ga/${root}` });
+          if (rank === root) checkDeep(got, expected, `root ${root}`);
+          else check(got === null, `root ${root}`, `rank ${rank} got ${typeof got}, not null`);
+        }),
+      ),
+    );
+    const unnamed = await rr.gatherObject(rank === 0 ? undefined : [rank]);
+    if (rank === 0) checkDeep(unnamed, [undefined, ...Array.from({ length: size - 1 }, (_, r) => [r + 1])], 'the default root');
+    else check(unnamed === null, 'the default root', `rank ${rank} got ${typeof unnamed}, not null`);
+  },
+};
+
+const scatter: ConformanceCase = {
+  name: "scatterObject: from every root, rank r gets the root's values[r] (every kind and size); the others' values are ignored",
+  async run(rr, rank, size) {
+    const values = Array.from({ length: size }, (_, r) => valueOfRank(r));
+    await settleAll(
+      Array.from({ length: size }, (_, root) =>
+        part(`root ${root}`, async () => {
+          // Off the root: null, or a list of the wrong length, which is not read.
+          const mine = rank === root ? values : rank % 2 === 0 ? null : ['ignored'];
+          checkDeep(await rr.scatterObject(mine, { root, name: `obj/sc/${root}` }), valueOfRank(rank), `root ${root}`);
+        }),
+      ),
+    );
+    const unnamed = await rr.scatterObject(rank === 0 ? Array.from({ length: size }, (_, r) => `für ${r}`) : null);
+    checkDeep(unnamed, `für ${rank}`, 'the default root');
+  },
+};
+
 const refused: ConformanceCase = {
-  name: 'allgatherObject/broadcastObject: a value structured clone cannot carry is refused at the call, no rank waits',
+  name: 'object collectives: a value structured clone cannot carry, a bad root, the wrong number of values to scatter: refused at the call, no rank waits',
   async run(rr, rank, size) {
     if (rank === size - 1) {
       await checkRefused(
@@ -107,6 +144,24 @@ const refused: ConformanceCase = {
       await checkRefused('a root out of range', `option 'root' must be an integer rank in [0, ${size - 1}], got ${size}`, () =>
         rr.broadcastObject(1, { name: 'obj-arg', root: size }),
       );
+      await checkRefused('a gather root out of range', `option 'root' must be an integer rank in [0, ${size - 1}], got -1`, () =>
+        rr.gatherObject(1, { name: 'obj-arg/ga', root: -1 }),
+      );
+      await checkRefused(
+        'one value too many on the root',
+        `scatterObject: values must be an array of ${size} values on the root (rank ${rank}), one for each rank, got an array of ${size + 1}`,
+        () => rr.scatterObject(new Array(size + 1).fill(0), { name: 'obj-arg/sc', root: rank }),
+      );
+      await checkRefused(
+        'a Set on the root',
+        `scatterObject: values must be an array of ${size} values on the root (rank ${rank}), one for each rank, got Set`,
+        () => rr.scatterObject(new Set([1]) as unknown as number[], { name: 'obj-arg/sc', root: rank }),
+      );
+      await checkRefused(
+        'a symbol among the values',
+        'values[0] cannot be sent: values[0].s is a symbol; object collectives carry structured-clone values, without functions or symbols',
+        () => rr.scatterObject([{ s: Symbol('x') }, ...new Array(size - 1).fill(0)], { name: 'obj-arg/sc', root: rank }),
+      );
     }
     // Nothing was made: the names are free, and every rank's proper calls of them work.
     checkDeep(
@@ -115,11 +170,16 @@ const refused: ConformanceCase = {
       'the allgather after',
     );
     checkDeep(await rr.broadcastObject([rank], { name: 'obj-arg', root: size - 1 }), [size - 1], 'the broadcast after');
+    const gathered = await rr.gatherObject(rank, { name: 'obj-arg/ga', root: size - 1 });
+    if (rank === size - 1) checkDeep(gathered, [...Array(size).keys()], 'the gather after');
+    const values = rank === size - 1 ? Array.from({ length: size }, (_, r) => -r) : null;
+    const got = await rr.scatterObject(values, { name: 'obj-arg/sc', root: size - 1 });
+    check(got === -rank, 'the scatter after', `rank ${rank} got ${got}`);
   },
 };
 
 const sync: ConformanceCase = {
-  name: 'allgatherObjectSync and broadcastObjectSync: values of every kind',
+  name: 'allgatherObjectSync, broadcastObjectSync, gatherObjectSync and scatterObjectSync: values of every kind',
   needsSync: true,
   async run(rr, rank, size) {
     checkDeep(
@@ -132,7 +192,11 @@ const sync: ConformanceCase = {
       valueOfRank(size - 1),
       'broadcastObjectSync',
     );
+    const gathered = rr.gatherObjectSync(valueOfRank(rank), { name: 'obj-sync/ga', root: size - 1 });
+    checkDeep(gathered, rank === size - 1 ? Array.from({ length: size }, (_, r) => valueOfRank(r)) : null, 'gatherObjectSync');
+    const values = rank === 0 ? Array.from({ length: size }, (_, r) => valueOfRank(r)) : null;
+    checkDeep(rr.scatterObjectSync(values, { name: 'obj-sync/sc' }), valueOfRank(rank), 'scatterObjectSync');
   },
 };
 
-export const objectCases: readonly ConformanceCase[] = [allgather, broadcast, refused, sync];
+export const objectCases: readonly ConformanceCase[] = [allgather, broadcast, gather, scatter, refused, sync];

@@ -2,7 +2,8 @@
  * Reducescatter: the element-wise reduction over ranks, split along the first dimension (rank r
  * gets rows [start_r, start_r + count_r), the first dim0 % N ranks one row more; a 1-D array
  * splits its elements alike). Every dtype and op at counts 0, 1, N-1, N, N+1 and 1000; 2-D
- * tensors with option 'out'; prescale/postscale; mismatches; argument errors; the Sync twin.
+ * tensors with option 'out'; explicit splits; prescale/postscale; mismatches; argument errors;
+ * the Sync twin.
  *
  * Large counts (2^20 + 3 elements) for a subset only, to keep the conformance tier in its time
  * budget: float32 sum, float64 average (postscaled), int32 sum, int64 bxor. Every dtype and op
@@ -133,7 +134,7 @@ const scaled: ConformanceCase = {
 };
 
 const refused: ConformanceCase = {
-  name: 'reducescatter: argument errors at the call (bitwise op on floats, scale factors on integers, a wrong out), no rank waits',
+  name: "reducescatter: argument errors at the call (bitwise op on floats, scale factors on integers, wrong 'splits', a wrong out), no rank waits",
   async run(rr, rank, size) {
     const last = rank === size - 1;
     if (last) {
@@ -147,6 +148,21 @@ const refused: ConformanceCase = {
       );
       await checkRefused('postscale on uint64', "option 'postscale' needs a float tensor, got uint64", () =>
         rr.reducescatter(new BigUint64Array(4), { name: 'rs-arg', postscale: 0.5 }),
+      );
+      await checkRefused("'splits' adding up to a row less", `option 'splits' adds up to 3 rows but the tensor has 4`, () =>
+        rr.reducescatter(
+          { data: new Float32Array(8), shape: [4, 2] },
+          { name: 'rs-arg', splits: [3, ...new Array<number>(size - 1).fill(0)] },
+        ),
+      );
+      await checkRefused(
+        "'splits' with a fraction",
+        `option 'splits' must be an array or integer typed array of ${size} non-negative integers (rows for each rank), got ${JSON.stringify([3.5, ...new Array(size - 1).fill(0.5 / Math.max(1, size - 1))])}`,
+        () =>
+          rr.reducescatter(
+            { data: new Float32Array(8), shape: [4, 2] },
+            { name: 'rs-arg', splits: [3.5, ...new Array<number>(size - 1).fill(0.5 / Math.max(1, size - 1))] },
+          ),
       );
       const myRows = evenSplits(4, size)[rank] as number;
       await checkRefused(
@@ -186,6 +202,19 @@ const mismatches: ConformanceCase[] = [
     MismatchError,
     (size) => `Mismatched reduce ops for tensor 'mm/rs-op': rank 0 has band, rank ${size - 1} has bxor.`,
     (rr, odd) => rr.reducescatter(new Uint16Array(6), { name: 'mm/rs-op', op: odd ? 'bxor' : 'band' }),
+  ),
+  mismatch(
+    'reducescatter splits',
+    MismatchError,
+    (size) =>
+      `Mismatched reducescatter splits for tensor 'mm/rs-splits': rank 0 has the even split, rank ${size - 1} has [${size}${', 0'.repeat(size - 1)}].`,
+    (rr, odd, _rank, size) => {
+      const splits = [size, ...new Array<number>(size - 1).fill(0)];
+      return rr.reducescatter(
+        { data: new Float32Array(size), shape: [size, 1] },
+        { name: 'mm/rs-splits', ...(odd ? { splits } : {}) },
+      );
+    },
   ),
 ];
 
@@ -233,9 +262,78 @@ const inPlace: ConformanceCase = {
   },
 };
 
+/** Rows of the result per rank for explicit splits: uneven, some ranks none (0 to 2 rows), 2 rows or more in all. */
+function unevenSplits(size: number): number[] {
+  const splits = Array.from({ length: size }, (_, r) => (2 * r + 1) % 3);
+  splits[0] = (splits[0] as number) + 1;
+  return splits;
+}
+
+const withSplits: ConformanceCase = {
+  name: "reducescatter with option 'splits' (uneven, zero rows; an array or an Int32Array): every dtype, twice (cached), in place, fp16",
+  async run(rr, rank, size) {
+    const splits = unevenSplits(size);
+    const rows = splits.reduce((a, b) => a + b, 0);
+    const start = offsetsOf(splits)[rank] as number;
+    const myRows = splits[rank] as number;
+    const calls = kDTypes.map(async (dtype, i) => {
+      const op: ReduceOp = dtype.startsWith('float') ? 'average' : 'max';
+      const name = `rs-splits/${dtype}`;
+      // The second round repeats the name: ranks then run it from the response cache, splits and all.
+      // Both rounds run whatever the first gave, so that every rank makes the same calls.
+      const failures: unknown[] = [];
+      for (const round of [0, 1]) {
+        const outcome = part(`${name}, round ${round}`, async () => {
+          const reference = referenceInput(dtype, rank, rows * kRowLength, op);
+          const mine = reference.slice();
+          const result = await rr.reducescatter(
+            { data: mine, shape: [rows, kRowLength] },
+            { name, op, splits: i % 2 === 0 ? splits : Int32Array.from(splits) },
+          );
+          checkJson(result.shape, [myRows, kRowLength], `${name}: the shape`);
+          const whole = referenceAllreduce(dtype, op, rows * kRowLength, size);
+          checkArray(dtype, result.data, rowsOf(whole, start, myRows, kRowLength), name);
+          checkArray(dtype, mine, reference, `${name}: the input was modified`);
+        });
+        failures.push(
+          await outcome.then(
+            () => undefined,
+            (error: unknown) => error,
+          ),
+        );
+      }
+      const failure = failures.find((f) => f !== undefined);
+      if (failure !== undefined) throw failure;
+    });
+    calls.push(
+      part('in place', async () => {
+        const tensor = allocShared('int32', rows * kRowLength);
+        tensor.set(referenceInput('int32', rank, rows * kRowLength, 'sum') as never);
+        const out = tensor.subarray(start * kRowLength, (start + myRows) * kRowLength);
+        const result = await rr.reducescatter(
+          { data: tensor, shape: [rows, kRowLength] },
+          { name: 'rs-splits/in-place', out, splits },
+        );
+        check(result.data === out, 'in place', 'the result is the given view of the tensor');
+        const whole = referenceAllreduce('int32', 'sum', rows * kRowLength, size);
+        checkArray('int32', out, rowsOf(whole, start, myRows, kRowLength), 'in place');
+      }),
+      part('fp16', async () => {
+        // Small integers: exact in half precision, so the sum is too.
+        const tensor = { data: new Float32Array(rows * 2).fill(rank + 1), shape: [rows, 2] };
+        const result = await rr.reducescatter(tensor, { name: 'rs-splits/fp16', splits, compression: 'fp16' });
+        checkJson(result.shape, [myRows, 2], 'fp16: the shape');
+        checkJson([...result.data], new Array(myRows * 2).fill((size * (size + 1)) / 2), 'fp16: the values');
+      }),
+    );
+    await settleAll(calls);
+  },
+};
+
 export const reducescatterCases: readonly ConformanceCase[] = [
   smallCounts,
   inPlace,
+  withSplits,
   largeCounts,
   shaped,
   scaled,

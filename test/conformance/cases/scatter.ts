@@ -9,7 +9,7 @@
 import type { RingReduce } from '../../../src/api/runtime.js';
 import { allocShared, kDTypes } from '../../../src/core/dtypes.js';
 import { InvalidArgumentError, MismatchError } from '../../../src/core/errors.js';
-import type { DType } from '../../../src/core/types.js';
+import type { DType, Splits } from '../../../src/core/types.js';
 import { evenSplits, offsetsOf, referenceInput, rowSlice } from '../../helpers/reference.js';
 import { kLargeCount } from './allreduce.js';
 import { type ConformanceCase, check, checkArray, checkJson, checkRefused, part, settleAll } from './case.js';
@@ -24,9 +24,19 @@ async function scatterOnce(
   rr: RingReduce,
   rank: number,
   size: number,
-  spec: { dtype: DType; root: number; rows: number; rowLength: number; splits?: number[]; shaped: boolean; name: string },
+  spec: {
+    dtype: DType;
+    root: number;
+    rows: number;
+    rowLength: number;
+    splits?: number[];
+    /** The form the root passes 'splits' in (default the array itself). */
+    splitsAs?: (counts: number[]) => Splits;
+    shaped: boolean;
+    name: string;
+  },
 ): Promise<void> {
-  const { dtype, root, rows, rowLength, splits, shaped, name } = spec;
+  const { dtype, root, rows, rowLength, splits, splitsAs = (counts) => counts, shaped, name } = spec;
   await part(name, async () => {
     const reference = referenceInput(dtype, root, rows * rowLength, 'sum');
     const mine = rank === root ? reference.slice() : undefined;
@@ -38,7 +48,7 @@ async function scatterOnce(
     const result = await rr.scatter(tensor, {
       name,
       root,
-      ...(splits && rank === root ? { splits } : {}),
+      ...(splits && rank === root ? { splits: splitsAs(splits) } : {}),
       ...(out ? { out } : {}),
     });
     if (out) check(result.data === out, `${name}: option 'out'`, 'the result is not the given out');
@@ -49,20 +59,22 @@ async function scatterOnce(
 }
 
 const everyRoot: ConformanceCase = {
-  name: 'scatter: from every root, every dtype; uneven splits with zero rows, the default split, a 1-D tensor',
+  name: 'scatter: from every root, every dtype; uneven splits (arrays and integer typed arrays) with zero rows, the default split, a 1-D tensor',
   async run(rr, rank, size) {
     for (let root = 0; root < size; root++) {
       // Rank r gets (2r + root) % 3 rows: some none.
       const splits = Array.from({ length: size }, (_, r) => (2 * r + root) % 3);
       const splitRows = splits.reduce((a, b) => a + b, 0);
       await settleAll(
-        kDTypes.flatMap((dtype) => [
+        kDTypes.flatMap((dtype, i) => [
           scatterOnce(rr, rank, size, {
             dtype,
             root,
             rows: splitRows,
             rowLength: 3,
             splits,
+            // Every other dtype: the splits as an integer typed array (Horovod passes an int32 tensor).
+            ...(i % 2 === 1 ? { splitsAs: (counts: number[]) => (i % 4 === 1 ? Int32Array : Uint16Array).from(counts) } : {}),
             shaped: true,
             name: `scatter/${dtype}/root ${root}/splits`,
           }),
@@ -113,7 +125,7 @@ const refused: ConformanceCase = {
       );
       await checkRefused(
         "'splits' of size + 1 ranks",
-        `option 'splits' must be an array of ${size} non-negative integers (rows for each rank), got ${JSON.stringify([size, ...new Array(size).fill(0)])}`,
+        `option 'splits' must be an array or integer typed array of ${size} non-negative integers (rows for each rank), got ${JSON.stringify([size, ...new Array(size).fill(0)])}`,
         () => rr.scatter(tensor, { name: 'scatter-arg', root, splits: [size, ...new Array(size).fill(0)] }),
       );
       await checkRefused(
