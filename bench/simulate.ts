@@ -19,7 +19,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { alltoall } from '../src/algorithms/alltoall.js';
-import { broadcast, broadcastAlgorithm } from '../src/algorithms/broadcast.js';
+import { broadcast, broadcastAlgorithm, chainBroadcast, treeBroadcast } from '../src/algorithms/broadcast.js';
 import {
   type CostModel,
   chainBroadcastCost,
@@ -101,7 +101,11 @@ const kAlgorithms: readonly Algorithm[] = [
       if (b <= kSegmentBytes) return ceilLog2(n) * (m.alpha + b * m.beta);
       return (n - 2 + Math.ceil(b / kSegmentBytes)) * (m.alpha + kSegmentBytes * m.beta);
     },
-    run: (t, c) => broadcast(t, new Float32Array(c.elements), 0, 1, c.options),
+    run: (t, c) => {
+      const bytes = bytesOf(new Float32Array(c.elements));
+      const segment = c.options.segmentBytes as number;
+      return bytes.byteLength <= segment ? treeBroadcast(t, bytes, 0, 1) : chainBroadcast(t, bytes, 0, 1, c.options);
+    },
   },
   {
     name: 'broadcast, scatter + allgather',

@@ -33,6 +33,13 @@ import { segmentCount, segmentLength } from './segments.js';
 /** Fewer ranks than this always take the chain for a large message (see above). */
 export const kScatterAllgatherMinRanks = 8;
 
+/**
+ * Scatter + allgather is chosen only below this fraction of the chain's cost: it runs about
+ * 1.2 times its formula in the simulator (the scatter's tree and the ring do not overlap), the
+ * chain at its formula.
+ */
+const kScatterAllgatherMargin = 0.8;
+
 export type BroadcastAlgorithm = 'tree' | 'chain' | 'scatter_allgather';
 
 /** The algorithm every rank runs for a broadcast of `bytes` on `ranks` ranks. */
@@ -40,7 +47,8 @@ export function broadcastAlgorithm(ranks: number, bytes: number, options: Resolv
   if (bytes <= options.treeMaxBytes) return 'tree';
   if (ranks < kScatterAllgatherMinRanks) return 'chain';
   const chain = chainBroadcastCost(ranks, bytes, options.segmentBytes, options.costModel);
-  return scatterAllgatherBroadcastCost(ranks, bytes, options.costModel) < chain ? 'scatter_allgather' : 'chain';
+  const scatterAllgather = scatterAllgatherBroadcastCost(ranks, bytes, options.costModel);
+  return scatterAllgather < kScatterAllgatherMargin * chain ? 'scatter_allgather' : 'chain';
 }
 
 /**
@@ -66,17 +74,18 @@ export async function broadcast(
   if (size === 1 || bytes.byteLength === 0) return;
   switch (broadcastAlgorithm(size, bytes.byteLength, resolved)) {
     case 'tree':
-      await binomialTree(transport, bytes, root, tag);
+      await treeBroadcast(transport, bytes, root, tag);
       return;
     case 'scatter_allgather':
       await scatterAllgatherBroadcast(transport, bytes, root, tag, options);
       return;
     case 'chain':
-      await runPipeline(new ChainPlan(transport, bytes, root, tag, resolved.segmentBytes, resolved.pipelineDepth));
+      await chainBroadcast(transport, bytes, root, tag, options);
   }
 }
 
-async function binomialTree(transport: Transport, bytes: Uint8Array, root: number, tag: number): Promise<void> {
+/** The binomial tree alone, whatever the length (broadcast() chooses; the simulator compares). */
+export async function treeBroadcast(transport: Transport, bytes: Uint8Array, root: number, tag: number): Promise<void> {
   const { rank, size } = transport;
   const v = (rank - root + size) % size;
   let mask = 1;
@@ -94,6 +103,18 @@ async function binomialTree(transport: Transport, bytes: Uint8Array, root: numbe
   // Wait for every send, even after a failure: the caller must not touch `bytes` while one reads it.
   const results = await Promise.allSettled(sends);
   for (const result of results) if (result.status === 'rejected') throw result.reason;
+}
+
+/** The chain alone, whatever the length and rank count (broadcast() chooses; the simulator compares). */
+export function chainBroadcast(
+  transport: Transport,
+  bytes: Uint8Array,
+  root: number,
+  tag: number,
+  options?: AlgorithmOptions,
+): Promise<void> {
+  const { segmentBytes, pipelineDepth } = resolveOptions(options);
+  return runPipeline(new ChainPlan(transport, bytes, root, tag, segmentBytes, pipelineDepth));
 }
 
 class ChainPlan implements PipelinePlan {
