@@ -34,7 +34,9 @@ test('metrics to the dashboard channel and a progress bar on rank 0', async () =
     model.compile({ optimizer: 'sgd', loss: 'meanSquaredError', metrics: ['mse'] });
     const callback = new DashboardCallback({ runtime: rank0, stream, reportEveryMs: 0, lineEveryMs: 10_000 });
     await model.fit(tf.ones([32, 2]), tf.ones([32, 1]), { epochs: 2, batchSize: 8, verbose: 0, callbacks: [callback] });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The channel delivers on a later turn, later still on a loaded machine: wait for the 8 batches and 2 epochs.
+    for (let waited = 0; received.length < 10 && waited < 5000; waited += 20)
+      await new Promise((resolve) => setTimeout(resolve, 20));
   } finally {
     channel.close();
   }
