@@ -3,11 +3,14 @@
  *
  *   npm run build && node dist/bench/browser_links.js [--mib 16] [--reps 4] [--small 300]
  *
- * 1. Raw, in headless Chromium (puppeteer-core): a page's worker and this process over one
- *    WebSocket, 1 MiB messages each way; two pages' workers over one RTCDataChannel, 64 KiB
- *    messages each way (the message sizes the web transport uses). Flow control on
- *    bufferedAmount as the transport does it; the receiver times `--mib` MiB. Then the median
- *    round trip of 4-byte messages on each (`--small` of them).
+ * 1. Raw, in headless Chromium (puppeteer-core) with ringrun's flags: a page's worker and this
+ *    process over one WebSocket, 256 KiB messages up (what a browser rank's sender uses:
+ *    Chromium carries them faster than larger ones) and 1 MiB down; two pages' workers over one
+ *    RTCDataChannel, 64 KiB messages each way (as the transport's). Flow control on
+ *    bufferedAmount as the transport does it (refilled in the 'bufferedamountlow' event on a
+ *    data channel). Each transfer is `--mib` MiB once to warm the link, as the ringreduce side's
+ *    first message does, then `--reps` times, which the receiver times. Then the median round
+ *    trip of 4-byte messages on each (`--small` of them).
  * 2. ringreduce: `ringrun -np 2 --browser 2 --headless` running bench/browser_rank.ts: rr.send
  *    and rr.recv of `--mib` MiB over the same kinds of link (Node rank 0 ↔ tab 2: WebSocket; tab 2
  *    ↔ tab 3: data channel; Node 0 ↔ Node 1: WebSocket between Node ranks), a `--mib` MiB
@@ -26,11 +29,12 @@ import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import puppeteer, { type Page } from 'puppeteer-core';
 import { type WebSocket, WebSocketServer } from 'ws';
+import { kHeadlessFlags } from '../src/launcher/browser/headless.js';
 import { idlePercent, machineLine } from './machine.js';
 
 const kRoot = fileURLToPath(new URL('../../', import.meta.url));
 const kChromium = process.env.CHROME_PATH ?? '/usr/bin/chromium';
-const kFlags = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking'];
+const kFlags = ['--no-sandbox', ...kHeadlessFlags];
 const kIsolation = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
 
 const options = new Command('browser_links')
@@ -65,26 +69,44 @@ if (params.get('probe') === 'dc') {
 
 const kWorker = `
 const params = new URLSearchParams(location.search);
-const total = Number(params.get('bytes'));
+const bytes = Number(params.get('bytes'));
+const reps = Number(params.get('reps'));
+/** One transfer warms the link; the receiver times the reps after it. */
+const total = bytes * (reps + 1);
 const wait = (ms) => new Promise((r) => setTimeout(r, ms));
-async function sendAll(channel, chunk, high) {
+/** Sends total bytes in messages of chunk bytes, pausing while bufferedAmount is at high. */
+function sendAll(channel, chunk, high) {
   const data = new Uint8Array(chunk);
-  for (let sent = 0; sent < total; sent += chunk) {
-    while (channel.bufferedAmount > high) {
-      if ('bufferedAmountLowThreshold' in channel) await new Promise((r) => channel.addEventListener('bufferedamountlow', r, { once: true }));
-      else await wait(1);
-    }
-    channel.send(data);
+  let sent = 0;
+  if ('bufferedAmountLowThreshold' in channel) {
+    // A data channel announces the drain: refill in its event, as the transport's sender does.
+    channel.bufferedAmountLowThreshold = high / 4;
+    return new Promise((resolve) => {
+      const pump = () => {
+        for (; sent < total && channel.bufferedAmount < high; sent += chunk) channel.send(data);
+        if (sent < total) return;
+        channel.removeEventListener('bufferedamountlow', pump);
+        resolve();
+      };
+      channel.addEventListener('bufferedamountlow', pump);
+      pump();
+    });
   }
+  return (async () => {
+    for (; sent < total; sent += chunk) {
+      while (channel.bufferedAmount >= high) await wait(1);
+      channel.send(data);
+    }
+  })();
 }
 function receiveAll(channel) {
   return new Promise((resolve) => {
     let got = 0, started = 0;
     channel.addEventListener('message', (e) => {
       if (typeof e.data === 'string') return;
-      if (got === 0) started = performance.now();
       got += e.data.byteLength;
-      if (got >= total) resolve(total / (performance.now() - started) / 1000);
+      if (started === 0 && got >= bytes) started = performance.now();
+      if (got >= total) resolve((total - bytes) / (performance.now() - started) / 1000);
     });
   });
 }
@@ -108,7 +130,7 @@ const pings = Number(params.get('pings'));
 if (params.get('probe') === 'ws') {
   const ws = new WebSocket('ws://' + location.host + '/ws'); ws.binaryType = 'arraybuffer';
   const down = receiveAll(ws);
-  ws.onopen = async () => { await sendAll(ws, 1 << 20, 8 << 20); };
+  ws.onopen = async () => { await sendAll(ws, 256 << 10, 8 << 20); };
   ws.onmessage = async (e) => {
     if (typeof e.data !== 'string') return;
     const up = Number(e.data);
@@ -120,7 +142,6 @@ if (params.get('probe') === 'ws') {
 } else {
   onmessage = async (e) => {
     const channel = e.data.channel; channel.binaryType = 'arraybuffer';
-    channel.bufferedAmountLowThreshold = 256 << 10;
     const side = params.get('side');
     const received = receiveAll(channel);
     await new Promise((r) => channel.readyState === 'open' ? r() : channel.addEventListener('open', r, { once: true }));
@@ -164,7 +185,9 @@ async function raw(): Promise<RawFigures> {
         ws.on('message', (data) => signals.get(side === 'a' ? 'b' : 'a')?.send(String(data)));
         return;
       }
-      // The page's worker sends `bytes` (up), then asks for as many (down), then has its pings echoed.
+      // The page's worker sends `total` bytes (up), then asks for as many (down), then has its
+      // pings echoed; the first `bytes` of each warm the link, the rest is timed.
+      const total = bytes * (Number(options.reps) + 1);
       let got = 0;
       let started = 0;
       let echo = false;
@@ -177,15 +200,15 @@ async function raw(): Promise<RawFigures> {
         if (!binary) {
           const chunk = Buffer.alloc(1 << 20);
           const next = (sent: number): void => {
-            if (sent >= bytes) return;
+            if (sent >= total) return;
             ws.send(chunk, () => next(sent + chunk.length));
           };
           next(0);
           return;
         }
-        if (got === 0) started = performance.now();
         got += data.length;
-        if (got >= bytes) ws.send(String(bytes / (performance.now() - started) / 1000));
+        if (started === 0 && got >= bytes) started = performance.now();
+        if (got >= total) ws.send(String((total - bytes) / (performance.now() - started) / 1000));
       });
     }),
   );
@@ -201,11 +224,11 @@ async function raw(): Promise<RawFigures> {
   };
   try {
     const wsPage = await browser.newPage();
-    await wsPage.goto(`${origin}/?probe=ws&bytes=${bytes}&pings=${options.small}`);
+    await wsPage.goto(`${origin}/?probe=ws&bytes=${bytes}&reps=${options.reps}&pings=${options.small}`);
     const ws = await result<{ up: number; down: number; rttUs: number }>(wsPage);
     const [a, b] = [await browser.newPage(), await browser.newPage()];
-    await b.goto(`${origin}/?probe=dc&side=b&bytes=${bytes}&pings=${options.small}`);
-    await a.goto(`${origin}/?probe=dc&side=a&bytes=${bytes}&pings=${options.small}`);
+    await b.goto(`${origin}/?probe=dc&side=b&bytes=${bytes}&reps=${options.reps}&pings=${options.small}`);
+    await a.goto(`${origin}/?probe=dc&side=a&bytes=${bytes}&reps=${options.reps}&pings=${options.small}`);
     // One after the other: b has the first figure long before a has the second.
     const atB = await result<{ received: number }>(b);
     const atA = await result<{ received: number; rttUs: number }>(a);

@@ -14,7 +14,8 @@ import { delimiter, join } from 'node:path';
 import { InvalidArgumentError } from '../../core/errors.js';
 
 const kCandidates = ['chromium', 'chromium-browser', 'google-chrome', 'google-chrome-stable'];
-const kFlags = [
+/** Chromium's flags for ringrun's tabs (bench/browser_links.ts opens its raw probes' tabs with them too). */
+export const kHeadlessFlags: readonly string[] = [
   '--disable-gpu',
   '--no-first-run',
   '--no-default-browser-check',
@@ -73,7 +74,7 @@ export async function openHeadless(
     executablePath,
     headless: true,
     userDataDir: profile,
-    args: [...kFlags, ...(runningAsRoot ? ['--no-sandbox'] : [])],
+    args: [...kHeadlessFlags, ...(runningAsRoot ? ['--no-sandbox'] : [])],
     handleSIGINT: false,
     handleSIGTERM: false,
     handleSIGHUP: false,

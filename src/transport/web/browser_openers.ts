@@ -11,6 +11,7 @@
 import type { ChannelLike } from '../../rendezvous/channel.js';
 import type { BackendFactory } from '../backend.js';
 import { createWebBackend } from './index.js';
+import { kBrowserWebSocketLink } from './mesh.js';
 import type { LinkOpeners } from './openers.js';
 
 type WebSocketConstructor = new (url: string) => ChannelLike;
@@ -19,6 +20,7 @@ type WebSocketConstructor = new (url: string) => ChannelLike;
 export function browserOpeners(dataChannel?: LinkOpeners['dataChannel']): LinkOpeners {
   return {
     traits: { sendsSharedViews: false, retainsSentBytes: false, sendCallback: false },
+    webSocketLink: kBrowserWebSocketLink,
     dial: (url) => {
       const WebSocketClass = (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
       if (WebSocketClass === undefined) throw new Error('this environment has no global WebSocket');

@@ -71,6 +71,12 @@ interface Offer {
 
 /** The chunk size and high-water mark of each kind of link (sender.ts). */
 export const kWebSocketLink = { chunkBytes: 1024 * 1024, highWaterBytes: 8 * 1024 * 1024 } as const;
+/**
+ * A browser's WebSocket sends (browser_openers.ts): Chromium carries messages of a few hundred
+ * KiB several times faster than 1 MiB ones from a tab to Node (docs/browser.md has the figures),
+ * so a browser rank cuts its sends smaller. The receiving side takes chunks of any size.
+ */
+export const kBrowserWebSocketLink = { chunkBytes: 256 * 1024, highWaterBytes: 8 * 1024 * 1024 } as const;
 export const kDataChannelLink = { chunkBytes: 64 * 1024, highWaterBytes: 1024 * 1024 } as const;
 /** The largest channel message a web link carries: a chunk, or an inline frame (smaller). Listeners may refuse more. */
 export const kMaxChannelMessageBytes = kWebSocketLink.chunkBytes;
@@ -230,7 +236,8 @@ class MeshRun {
         continue;
       }
       await this.handshake(peer, () => dialLink(port, this.identity, peer, who, this.deadline), 'connect');
-      return { peer, port, address: url, ...kWebSocketLink, traits: this.traits };
+      const { chunkBytes, highWaterBytes } = this.options.openers.webSocketLink ?? kWebSocketLink;
+      return { peer, port, address: url, chunkBytes, highWaterBytes, traits: this.traits };
     }
   }
 

@@ -56,4 +56,12 @@ export interface LinkOpeners {
   ): Promise<Store & { localAddress?: string | undefined }>;
   /** How the channels these openers make treat the bytes given to send (rendezvous/channel.ts); default kDefaultTraits. */
   traits?: Partial<ChannelTraits>;
+  /** The chunk size and high-water mark of the WebSockets this rank dials (sender.ts); default mesh.ts's kWebSocketLink. */
+  webSocketLink?: LinkSizes;
+}
+
+/** How a link's sender cuts and paces what it sends (sender.ts). */
+export interface LinkSizes {
+  readonly chunkBytes: number;
+  readonly highWaterBytes: number;
 }

@@ -37,7 +37,7 @@ import { encodeHeader, type FrameKind, inlineFrame, kHeaderBytes, kInlineMaxByte
 
 export interface SenderOptions {
   channel: ChannelLike;
-  /** Largest raw chunk: 64 KiB on a data channel, 1 MiB on a WebSocket (mesh.ts). */
+  /** Largest raw chunk: 64 KiB on a data channel, 1 MiB on a WebSocket, 256 KiB on a browser's (mesh.ts). */
   chunkBytes: number;
   /** bufferedAmount at which sending pauses. */
   highWaterBytes: number;
