@@ -89,6 +89,8 @@ export interface Config {
   readonly unixSockets: boolean;
   /** TCP backend: large messages between ranks of one host go through files in /dev/shm (shm_lane.ts). */
   readonly sharedMemory: boolean;
+  /** TCP backend: TLS keyed from the job secret on every TCP link and store connection (rendezvous/tls_links.ts). */
+  readonly tls: boolean;
   /** Chrome trace file of the engine's phases (rank r > 0 of a larger job: see timelinePathFor), or undefined. */
   readonly timeline: string | undefined;
   /**
@@ -149,6 +151,7 @@ const kOptionsSchema = z.strictObject({
   burstHoldMs: timeoutField.optional(),
   unixSockets: z.boolean().optional(),
   sharedMemory: z.boolean().optional(),
+  tls: z.boolean().optional(),
   timeline: z.string().min(1).optional(),
   readyExchange: z.enum(kReadyExchanges).optional(),
   processSets: z.array(z.array(rankField).min(1)).optional(),
@@ -215,6 +218,8 @@ export interface InitOptions {
   unixSockets?: boolean;
   /** TCP backend: large messages between ranks on one host go through `/dev/shm` (default `true`; `RINGREDUCE_SHARED_MEMORY`). */
   sharedMemory?: boolean;
+  /** TCP backend: encrypt every TCP link between ranks and to the store with TLS keyed from the job secret, which it requires (default `false`; `RINGREDUCE_TLS`). */
+  tls?: boolean;
   /** Write a Chrome trace (Perfetto) of each collective's phases to this file (`RINGREDUCE_TIMELINE`). */
   timeline?: string;
   /** How ready rounds exchange their bit-vectors: `'auto'` (default), `'all-to-all'` or `'recursive-doubling'`; the same on every rank (`RINGREDUCE_READY_EXCHANGE`). */
@@ -441,6 +446,14 @@ export function slurmRendezvous(env: Env): { host: string; port: number } | unde
 }
 
 /** auto, on or off; Horovod's 1 and 0 mean on and off. */
+/** `1` or `0` (empty: unset); anything else is refused by name. */
+function envFlag(env: Env, name: string): boolean | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  if (raw !== '1' && raw !== '0') throw new InvalidArgumentError(`${name} must be 1 or 0, got ${JSON.stringify(raw)}`);
+  return raw === '1';
+}
+
 function envMode(env: Env, name: string): HierarchicalMode | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
@@ -570,6 +583,19 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
   if (!isLogLevel(logLevel)) {
     throw new InvalidArgumentError(`${kEnv.logLevel} must be one of ${kLogLevels.join(', ')}, got ${JSON.stringify(logLevel)}`);
   }
+  // A job of one rank has no connection to protect (an elastic one may grow: its size comes later).
+  const secret = size === 1 && !env[kEnv.elasticWorker] ? undefined : (o.secret ?? (env[kEnv.secret] || undefined));
+  const tls = o.tls ?? envFlag(env, kEnv.tls) ?? false;
+  if (tls && backend === 'web') {
+    throw new InvalidArgumentError(
+      `${kEnv.tls}: the web backend (browser ranks) has no TLS links of its own; serve its page over https instead (docs/browser.md)`,
+    );
+  }
+  if (tls && secret === undefined && (size > 1 || env[kEnv.elasticWorker])) {
+    throw new InvalidArgumentError(
+      `${kEnv.tls} (ringrun --tls) needs the job secret ${kEnv.secret} to key the TLS links: ringrun sets it; a job started by hand must set the same one on every rank`,
+    );
+  }
 
   return Object.freeze({
     rank,
@@ -589,9 +615,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     stallWarningMs: o.stallWarningMs ?? envInt(env, kEnv.stallWarningMs) ?? 30_000,
     heartbeatMs: o.heartbeatMs ?? envInt(env, kEnv.heartbeatMs) ?? 2_000,
     networkInterface: o.networkInterface ?? (env[kEnv.networkInterface] || undefined),
-    // A job of one rank has no connection to protect.
-    // A job of one rank has no connection to protect (an elastic one may grow: its size comes later).
-    secret: size === 1 && !env[kEnv.elasticWorker] ? undefined : (o.secret ?? (env[kEnv.secret] || undefined)),
+    secret,
     logLevel,
     backend: backend as Backend,
     underMpi,
@@ -609,6 +633,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     burstHoldMs: o.burstHoldMs ?? envInt(env, kEnv.burstHoldMs) ?? 2,
     unixSockets: o.unixSockets ?? env[kEnv.unixSockets] !== '0',
     sharedMemory: o.sharedMemory ?? env[kEnv.sharedMemory] !== '0',
+    tls,
     timeline: o.timeline ?? (env[kEnv.timeline] || undefined),
     readyExchange: readyExchange as ReadyExchange,
     processSets: checkProcessSets(o.processSets ?? [], size),

@@ -31,6 +31,7 @@ export const kEnv = {
   burstHoldMs: 'RINGREDUCE_BURST_HOLD_MS',
   unixSockets: 'RINGREDUCE_UNIX_SOCKETS',
   sharedMemory: 'RINGREDUCE_SHARED_MEMORY',
+  tls: 'RINGREDUCE_TLS',
   timeline: 'RINGREDUCE_TIMELINE',
   readyExchange: 'RINGREDUCE_READY_EXCHANGE',
   elasticWorker: 'RINGREDUCE_ELASTIC_WORKER',

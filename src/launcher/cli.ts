@@ -104,6 +104,7 @@ function buildProgram(out: { text: string }): Command {
       'fail a collective that only some ranks submitted; 0 disables (RINGREDUCE_STALL_TIMEOUT_MS, default 60s)',
     )
     .option('--log-level <level>', `${kLogLevels.join(', ')} (RINGREDUCE_LOG_LEVEL, default warn)`)
+    .option('--tls', 'encrypt every TCP link between ranks and to the store, keyed from the job secret (RINGREDUCE_TLS)')
     .option('--output-dir <dir>', "also write each rank's output to <dir>/rank.<rank>.log")
     .option('--verbose', 'print what ringrun does (ports, pids, start-up, exits, kills) on stderr')
     .option('--elastic', 'elastic training: a failed rank leaves, the others go on; new slots join (docs/elastic.md)')
@@ -246,6 +247,13 @@ export function parseArgs(
         : parseCount('-np', npText, { allowZero: browser !== undefined });
   const backend = text('backend') ?? 'tcp';
   if (backend !== 'tcp' && backend !== 'mpi') throw new InvalidArgumentError(`--backend must be tcp or mpi, got '${backend}'`);
+  if (opts.tls === true && backend === 'mpi')
+    throw new InvalidArgumentError('--tls applies to the tcp backend; MPI has its own links');
+  if (opts.tls === true && browser !== undefined) {
+    throw new InvalidArgumentError(
+      '--tls does not cover browser ranks (the web backend): serve their page over https (--https-cert)',
+    );
+  }
   const address = text('address');
   const networkInterface = text('networkInterface');
   if (address !== undefined && networkInterface !== undefined) {
@@ -278,7 +286,7 @@ export function parseArgs(
       hostfile,
       command,
       args,
-      settings: parseSettings(raw),
+      settings: parseSettings(raw, opts.tls === true),
       outputDir: text('outputDir'),
       verbose: opts.verbose === true,
       backend,
@@ -358,8 +366,8 @@ function parseElastic(
   };
 }
 
-function parseSettings(text: (name: string) => string | undefined): EngineSettings {
-  const settings: EngineSettings = {};
+function parseSettings(text: (name: string) => string | undefined, tls: boolean): EngineSettings {
+  const settings: EngineSettings = tls ? { tls } : {};
   const duration = (name: string, flag: string, allowZero: boolean) => {
     const value = text(name);
     return value === undefined ? undefined : parseDuration(flag, value, { allowZero });

@@ -24,6 +24,8 @@ export interface EngineSettings {
   stallWarningMs?: number;
   heartbeatMs?: number;
   logLevel?: LogLevel;
+  /** --tls: TLS on every TCP link and store connection, keyed from the job secret. */
+  tls?: boolean;
 }
 
 /** What every rank of one job shares. */
@@ -108,6 +110,7 @@ export function settingsEnv(settings: EngineSettings): Record<string, string> {
   if (stallWarningMs !== undefined) env[kEnv.stallWarningMs] = String(stallWarningMs);
   if (heartbeatMs !== undefined) env[kEnv.heartbeatMs] = String(heartbeatMs);
   if (logLevel !== undefined) env[kEnv.logLevel] = logLevel;
+  if (settings.tls === true) env[kEnv.tls] = '1';
   return env;
 }
 

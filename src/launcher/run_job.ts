@@ -197,6 +197,8 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
         port: store.port,
         jobId: contract.jobId,
         secret: contract.secret,
+        // --tls, or RINGREDUCE_TLS in our environment, which the ranks inherit.
+        tls: config.settings.tls === true || io.env[kEnv.tls] === '1',
         size: config.np,
         timeoutMs: startTimeoutMs,
         signal: watching.signal,

@@ -11,12 +11,15 @@ import { TimeoutError } from '../core/errors.js';
 import { JobKey } from '../rendezvous/auth.js';
 import { meshKeyPrefix } from '../rendezvous/mesh.js';
 import { TcpStoreClient } from '../rendezvous/tcp_store.js';
+import { TlsLinks } from '../rendezvous/tls_links.js';
 
 export interface StoreWatchOptions {
   host: string;
   port: number;
   jobId: string;
   secret: string | undefined;
+  /** The ranks run TLS (RINGREDUCE_TLS): so must our connection to rank 0's store. */
+  tls: boolean;
   size: number;
   timeoutMs: number;
   signal: AbortSignal;
@@ -50,6 +53,7 @@ export class StoreWatch {
         connectTimeoutMs: options.timeoutMs,
         key: new JobKey(options.secret),
         signal,
+        ...(options.tls ? { tls: TlsLinks.fromSecret(options.secret, options.jobId) } : {}),
       });
     } catch {
       return;

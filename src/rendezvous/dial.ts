@@ -5,7 +5,9 @@
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { TimeoutError } from '../core/errors.js';
+import tls from 'node:tls';
+import { ProtocolError, TimeoutError } from '../core/errors.js';
+import { kTlsHint, type TlsLinks } from './tls_links.js';
 
 /** Errors that mean "not reachable yet": worth another try before the deadline. */
 const kRetryable = new Set([
@@ -41,6 +43,8 @@ export interface DialOptions {
   onread?: net.OnReadOpts;
   /** Aborting stops the retries and destroys a socket still connecting. */
   signal?: AbortSignal;
+  /** Run TLS over the TCP connection (not over a Unix socket); resolves once it is established. */
+  tls?: TlsLinks;
 }
 
 /**
@@ -78,7 +82,18 @@ function attempt(options: DialOptions, remainingMs: number): Promise<net.Socket>
       options.path === undefined ? { host: options.host, port: options.port, noDelay: true } : { path: options.path };
     // Also on a Unix socket: net.connect gives its pipe handle the user buffer like a TCP one.
     if (options.onread) connectOptions.onread = options.onread;
-    const socket = net.connect(connectOptions);
+    const secure = options.tls !== undefined && options.path === undefined ? options.tls : undefined;
+    // tls.connect honours `onread` too (Node 20): the plaintext lands in the sink's buffers.
+    const socket: net.Socket = secure
+      ? tls.connect({ ...(connectOptions as net.TcpNetConnectOpts), ...secure.clientOptions() })
+      : net.connect(connectOptions);
+    // Set once TCP is up: an error after it is the TLS handshake's, which no retry heals.
+    let connected = false;
+    if (secure) {
+      socket.once('connect', () => {
+        connected = true;
+      });
+    }
     // A SYN into a black hole would otherwise hang for minutes.
     const timer = setTimeout(() => {
       socket.destroy(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' }));
@@ -89,10 +104,10 @@ function attempt(options: DialOptions, remainingMs: number): Promise<net.Socket>
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
       socket.destroy();
-      reject(error);
+      reject(connected ? tlsFailure(options, error) : error);
     };
     socket.once('error', onError);
-    socket.once('connect', () => {
+    socket.once(secure ? 'secureConnect' : 'connect', () => {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
       socket.off('error', onError);
@@ -100,6 +115,13 @@ function attempt(options: DialOptions, remainingMs: number): Promise<net.Socket>
       resolve(socket);
     });
   });
+}
+
+function tlsFailure(options: DialOptions, error: Error): ProtocolError {
+  const code = (error as NodeJS.ErrnoException).code;
+  return new ProtocolError(
+    `TLS handshake with ${options.what} at ${options.host}:${options.port} failed: ${code ?? error.message} (${kTlsHint})`,
+  );
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {

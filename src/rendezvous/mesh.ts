@@ -24,7 +24,8 @@
  * window, which costs nothing in throughput.
  *
  * The handshake, the `onread` receive and the transport above are the same on both kinds of
- * socket; `PeerLink.via` says which one a link uses.
+ * socket; `PeerLink.via` says which one a link uses. With `tls` the TCP links run TLS
+ * (tls_links.ts) under the handshake; `tls.connect` honours `onread` as `net.connect` does.
  *
  * Every wait shares one deadline; a TimeoutError says which ranks did not call init() (no
  * address in the store), could not be reached, or did not connect to this rank.
@@ -52,6 +53,7 @@ import { barrier } from './mesh_barrier.js';
 import { ReadPort } from './read_port.js';
 import type { ReportLimit } from './report_limiter.js';
 import type { Store } from './store.js';
+import { kTlsHint, type TlsLinks } from './tls_links.js';
 
 export interface MeshOptions {
   store: Store;
@@ -77,6 +79,8 @@ export interface MeshOptions {
    * namespace); false: TCP only, neither listening on nor dialing a Unix socket. Default true.
    */
   localSockets?: boolean;
+  /** Run TLS (tls_links.ts) on every TCP link, dialed and accepted; Unix socket links stay plain. */
+  tls?: TlsLinks;
 }
 
 /** How a rank is reached; published in the store as JSON under `<prefix>addr/<rank>`. */
@@ -125,7 +129,15 @@ export async function connectMesh(options: MeshOptions): Promise<PeerLink[]> {
   const deadline = performance.now() + options.timeoutMs;
   const abort = new AbortController();
   const key = options.key ?? new JobKey(undefined);
-  const acceptor = new MeshAcceptor({ rank, size, jobId, key, onRefused: options.onRefused, reportLimit: options.reportLimit });
+  const acceptor = new MeshAcceptor({
+    rank,
+    size,
+    jobId,
+    key,
+    onRefused: options.onRefused,
+    reportLimit: options.reportLimit,
+    ...(options.tls === undefined ? {} : { tls: options.tls }),
+  });
   const dialed = new Map<number, Dialed>();
   const opened: net.Socket[] = [];
   try {
@@ -219,7 +231,7 @@ async function dialPeer(
     });
   let message = next();
   const readPort = new ReadPort(new ExactSink(kChallengeBytes, (bytes) => onMessage(bytes)));
-  const target = { host, port, deadline, what: `rank ${peer}`, onread: readPort.onread, signal };
+  const target = { host, port, deadline, what: `rank ${peer}`, onread: readPort.onread, signal, tls: options.tls };
   let socket: net.Socket | null = null;
   let via: Dialed['via'] = 'tcp';
   if (localId !== null && local !== undefined && local.id === localId) {
@@ -238,7 +250,10 @@ async function dialPeer(
   opened.push(socket);
   socket.on('error', () => {}); // surfaces as 'close' below, then as the transport's failure
   const closed = new Promise<never>((_, reject) => {
-    socket.once('close', () => reject(new PeerFailureError(`${who} closed the connection during the handshake`, peer)));
+    // A peer that expects TLS when we speak none (or the reverse) hangs up here.
+    socket.once('close', () =>
+      reject(new PeerFailureError(`${who} closed the connection during the handshake (${kTlsHint})`, peer)),
+    );
   });
   closed.catch(() => {}); // only raced below
   const receive = () => abortable(Promise.race([message, closed]), signal, deadline, () => new StageTimeout('connect', peer));

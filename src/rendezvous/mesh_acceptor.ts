@@ -35,6 +35,7 @@ import {
 } from './handshake.js';
 import { removeSocketFile } from './local_socket.js';
 import { type ReportLimit, ReportLimiter } from './report_limiter.js';
+import { kTlsHint, type TlsLinks } from './tls_links.js';
 
 export interface MeshAcceptorOptions {
   rank: number;
@@ -45,6 +46,8 @@ export interface MeshAcceptorOptions {
   onRefused?: (remote: string, reason: string) => void;
   /** How the reports are rate-limited (false: every one); default kDefaultReportLimit. */
   reportLimit?: ReportLimit | false;
+  /** Run TLS on connections accepted over TCP (Unix socket ones stay plain): tls_links.ts. */
+  tls?: TlsLinks;
 }
 
 /** What an incoming connection has sent so far, and where its handshake stands. */
@@ -157,13 +160,16 @@ export class MeshAcceptor {
   }
 
   /** `localPath`: the Unix socket it came through, else null (TCP). */
-  private onConnection(socket: net.Socket, localPath: string | null): void {
-    if (localPath === null) socket.setNoDelay(true); // Unix sockets have no Nagle
+  private onConnection(raw: net.Socket, localPath: string | null): void {
+    if (localPath === null) raw.setNoDelay(true); // Unix sockets have no Nagle
+    const secure = localPath === null ? this.options.tls : undefined;
+    // Under TLS the handshake below reads and writes the plaintext; the raw socket carries records.
+    const socket = secure ? secure.accept(raw) : raw;
     this.handshaking.add(socket);
     const conn: Incoming = {
       socket,
       // A Unix socket's peer has no address: name the socket it came through.
-      remote: localPath === null ? `${socket.remoteAddress}:${socket.remotePort}` : `unix:${localPath}`,
+      remote: localPath === null ? `${raw.remoteAddress}:${raw.remotePort}` : `unix:${localPath}`,
       received: Buffer.alloc(0),
       transcript: null,
       rank: -1,
@@ -180,7 +186,13 @@ export class MeshAcceptor {
     };
     socket.on('data', onData);
     // Errors end in 'close'; the transport installs its own handlers on accepted sockets.
-    socket.on('error', () => {});
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      // A client without TLS, or keyed from another secret, fails here, before any hello.
+      if (secure && this.handshaking.has(socket) && !conn.refused && conn.transcript === null) {
+        conn.refused = true;
+        this.report(conn, `TLS handshake failed: ${error.code ?? error.message} (${kTlsHint})`);
+      }
+    });
     socket.once('close', () => {
       // A dialer without the secret finds out from our proof and hangs up; say so.
       if (this.handshaking.delete(socket) && this.listening && !conn.refused) {

@@ -38,6 +38,7 @@ import {
   type StoreFrame,
   StoreFrameReader,
 } from './store_protocol.js';
+import type { TlsLinks } from './tls_links.js';
 
 export { TcpStoreServer, type TcpStoreServerOptions } from './tcp_store_server.js';
 
@@ -49,6 +50,8 @@ export interface TcpStoreClientOptions extends StoreAddress {
   /** Aborting stops the connection retries. */
   signal?: AbortSignal;
   maxFrameBytes?: number;
+  /** Speak TLS (tls_links.ts) to a store that does. */
+  tls?: TlsLinks;
 }
 
 /** The server answers a get at its deadline; the client's own timer only guards against a hung server. */
@@ -98,6 +101,7 @@ export class TcpStoreClient implements Store {
       deadline,
       what: 'the store',
       ...(options.signal && { signal: options.signal }),
+      ...(options.tls && { tls: options.tls }),
     });
     const client = new TcpStoreClient(socket, options);
     const key = options.key ?? new JobKey(undefined);

@@ -33,6 +33,7 @@ import {
   type StoreFrame,
   StoreFrameReader,
 } from './store_protocol.js';
+import { kTlsHint, type TlsLinks } from './tls_links.js';
 
 export interface TcpStoreServerOptions extends StoreAddress {
   /** The job secret every client must prove it knows (unset: the empty key, see auth.ts). */
@@ -48,6 +49,8 @@ export interface TcpStoreServerOptions extends StoreAddress {
   onDisconnect?: (remote: string) => void;
   /** How refusals and protocol errors are rate-limited (false: every one is reported); default kDefaultReportLimit. */
   reportLimit?: ReportLimit | false;
+  /** Every client speaks TLS (tls_links.ts) under the store protocol. */
+  tls?: TlsLinks;
 }
 
 interface Connection {
@@ -136,13 +139,16 @@ export class TcpStoreServer {
     await done;
   }
 
-  private accept(socket: net.Socket): void {
-    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+  private accept(raw: net.Socket): void {
+    const remote = `${raw.remoteAddress}:${raw.remotePort}`;
     if (this.closed || this.unauthenticated >= kMaxUnauthenticated) {
       if (!this.closed) this.refused(remote, `more than ${kMaxUnauthenticated} connections are authenticating`);
-      socket.destroy();
+      raw.destroy();
       return;
     }
+    raw.setNoDelay(true);
+    // Under TLS the protocol below reads and writes the plaintext.
+    const socket = this.options.tls ? this.options.tls.accept(raw) : raw;
     const conn: Connection = {
       socket,
       remote,
@@ -160,7 +166,6 @@ export class TcpStoreServer {
       this.drop(conn);
     }, authTimeoutMs);
     conn.authTimer.unref();
-    socket.setNoDelay(true);
     const reader = new StoreFrameReader(kMaxPreAuthBytes);
     socket.on('data', (chunk: Buffer) => {
       if (conn.closing) return;
@@ -173,7 +178,13 @@ export class TcpStoreServer {
         this.refuse(conn, error);
       }
     });
-    socket.on('error', () => {}); // a reset client is just gone; 'close' cleans up
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      // A reset client is just gone ('close' cleans up); one that fails TLS is refused by name.
+      if (this.options.tls && conn.stage === 'hello' && !conn.closing && !this.closed && error.code?.startsWith('ERR_SSL')) {
+        conn.closing = true;
+        this.refused(remote, `TLS handshake failed: ${error.code} (${kTlsHint})`);
+      }
+    });
     socket.on('close', () => {
       // A client without the secret (or of another job) finds out from our proof and hangs up.
       if (!conn.closing && conn.stage !== 'ready' && !this.closed) {

@@ -50,6 +50,8 @@ export class FaultProxy {
   private truncations: Array<'in' | 'out'> = [];
   /** Bytes forwarded so far, per direction. */
   readonly forwarded = { in: 0, out: 0 };
+  /** Copies of the forwarded bytes, both directions in the order written, once record() was called. */
+  private recording: Buffer[] | null = null;
   port = 0;
 
   private constructor(private readonly target: ProxyTarget) {}
@@ -102,6 +104,16 @@ export class FaultProxy {
   /** The next chunk in `direction` has its byte at `offset` (or its last byte, if shorter) inverted. */
   corruptNext(direction: 'in' | 'out', offset = 0): void {
     this.corruptions.push({ direction, offset });
+  }
+
+  /** From now on, keeps a copy of every byte forwarded either way (what a capture on the wire would see). */
+  record(): void {
+    this.recording ??= [];
+  }
+
+  /** What was forwarded since record(). */
+  recorded(): Buffer {
+    return Buffer.concat(this.recording ?? []);
   }
 
   async close(): Promise<void> {
@@ -192,6 +204,7 @@ export class FaultProxy {
       }
       pipe.queue.shift();
       pipe.to.write(next.bytes);
+      this.recording?.push(Buffer.from(next.bytes));
       this.forwarded[pipe.direction] += next.bytes.length;
       pipe.queued -= next.bytes.length;
       if (next.truncate) {

@@ -8,13 +8,16 @@
  *
  * The transport is built with the job's settings (tcpTransportConfig: ioTimeoutMs, heartbeatMs
  * and the rest as a rank would have them) except that links are TCP even on one host: no Unix
- * sockets and no shared-memory lane, whose bytes no proxy could see.
+ * sockets and no shared-memory lane, whose bytes no proxy could see. With `tls: true` (and a
+ * `secret`) the mesh runs TLS, as a rank's would: the proxies then see only its records.
  */
 import { RingReduce } from '../../src/api/runtime.js';
 import { type InitOptions, resolveConfig } from '../../src/core/config.js';
+import { JobKey } from '../../src/rendezvous/auth.js';
 import { connectMesh } from '../../src/rendezvous/mesh.js';
 import type { Store } from '../../src/rendezvous/store.js';
 import { TcpStoreClient, TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
+import { TlsLinks } from '../../src/rendezvous/tls_links.js';
 import { tcpTransportConfig } from '../../src/transport/tcp/index.js';
 import { TcpTransport } from '../../src/transport/tcp/tcp_transport.js';
 import { FaultProxy } from './fault_proxy.js';
@@ -77,17 +80,20 @@ export async function startProxiedWorld(size: number, options: InitOptions = {})
   const clients = await Promise.all(configs.map(() => TcpStoreClient.connect({ ...address, connectTimeoutMs: 5000 })));
   try {
     const links = await Promise.all(
-      clients.map((client, rank) =>
-        connectMesh({
+      clients.map((client, rank) => {
+        const config = configs[rank];
+        return connectMesh({
           store: proxiedStore(client, proxyOf(rank)),
           rank,
           size,
           host: '127.0.0.1',
           jobId: 'faults',
+          key: new JobKey(config?.secret),
+          ...(config?.tls ? { tls: TlsLinks.fromSecret(config.secret, 'faults') } : {}),
           localSockets: false,
           timeoutMs: 10_000,
-        }),
-      ),
+        });
+      }),
     );
     const byLink = new Map<string, FaultProxy>();
     for (const [key, proxy] of proxies) byLink.set(key, await proxy);

@@ -27,3 +27,20 @@ test('heartbeat, stall warning and network interface: defaults, variables, optio
   assert.equal(resolveConfig({ heartbeatMs: 250 }, { ...job, RINGREDUCE_HEARTBEAT_MS: '9' }).heartbeatMs, 250);
   assert.throws(() => resolveConfig({}, { ...job, RINGREDUCE_HEARTBEAT_MS: 'often' }), /RINGREDUCE_HEARTBEAT_MS="often"/);
 });
+
+test('tls comes from RINGREDUCE_TLS or init(), is off by default, and needs the secret', () => {
+  const secret = { ...job, RINGREDUCE_SECRET: 'abc' };
+  assert.equal(resolveConfig({}, secret).tls, false);
+  assert.equal(resolveConfig({}, { ...secret, RINGREDUCE_TLS: '1' }).tls, true);
+  assert.equal(resolveConfig({}, { ...secret, RINGREDUCE_TLS: '0' }).tls, false);
+  assert.equal(resolveConfig({ tls: false }, { ...secret, RINGREDUCE_TLS: '1' }).tls, false);
+  assert.equal(resolveConfig({ tls: true }, secret).tls, true);
+  assert.throws(() => resolveConfig({}, { ...secret, RINGREDUCE_TLS: 'yes' }), /RINGREDUCE_TLS must be 1 or 0, got "yes"/);
+  assert.throws(
+    () => resolveConfig({ tls: true }, job),
+    /RINGREDUCE_TLS \(ringrun --tls\) needs the job secret RINGREDUCE_SECRET/,
+  );
+  assert.throws(() => resolveConfig({ tls: true, backend: 'web' }, secret), /RINGREDUCE_TLS: the web backend/);
+  // One rank has no link to protect, and needs no secret.
+  assert.equal(resolveConfig({ tls: true }, {}).tls, true);
+});

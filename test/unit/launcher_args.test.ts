@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidArgumentError } from '../../src/core/errors.js';
 import { type LaunchConfig, normaliseArgv, parseArgs } from '../../src/launcher/cli.js';
-import { allocatorEnv, contractEnv, kAllocatorEnv, localPlacements } from '../../src/launcher/env_contract.js';
+import { allocatorEnv, contractEnv, kAllocatorEnv, localPlacements, settingsEnv } from '../../src/launcher/env_contract.js';
 
 function launch(...argv: string[]): LaunchConfig {
   const parsed = parseArgs(argv);
@@ -88,6 +88,15 @@ describe('ringrun arguments: engine settings and other flags', () => {
     assert.deepEqual(config.settings, { startTimeoutMs: 120_000, ioTimeoutMs: 1500, stallTimeoutMs: 0, logLevel: 'debug' });
     assert.equal(config.outputDir, 'logs');
     assert.equal(config.verbose, true);
+  });
+
+  it('--tls: RINGREDUCE_TLS=1 for every rank; refused with MPI and with browser ranks', () => {
+    const config = launch('-np', '2', '--tls', 'node', 'x.js');
+    assert.deepEqual(config.settings, { tls: true });
+    assert.equal(settingsEnv(config.settings).RINGREDUCE_TLS, '1');
+    assert.equal(settingsEnv(launch('-np', '2', 'node', 'x.js').settings).RINGREDUCE_TLS, undefined);
+    assert.throws(() => launch('-np', '2', '--tls', '--backend', 'mpi', 'node'), /--tls applies to the tcp backend/);
+    assert.throws(() => launch('-np', '2', '--tls', '--browser', '1', 'node', 'x.js'), /--tls does not cover browser ranks/);
   });
 
   it('reads durations in ms, s, m and h', () => {

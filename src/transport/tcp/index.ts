@@ -2,7 +2,8 @@
  * The TCP backend, assembled: rendezvous through the store (rank 0 hosts it), full-mesh
  * connect, then a TcpTransport over the sockets. One deadline (timeouts.connectMs) covers
  * reaching the store and completing the mesh. Every connection, store and mesh, proves
- * knowledge of the job secret; refused strangers are logged and the job goes on.
+ * knowledge of the job secret; refused strangers are logged and the job goes on. With `tls`
+ * the TCP connections are encrypted too (rendezvous/tls_links.ts).
  *
  * Addresses. The data listener binds `bindHost` and is advertised as `advertiseHost`:
  * - a network interface (RINGREDUCE_NETWORK_INTERFACE): its first IPv4 address, for both;
@@ -26,6 +27,7 @@ import { JobKey } from '../../rendezvous/auth.js';
 import { connectMesh, destroyLinks, type PeerLink } from '../../rendezvous/mesh.js';
 import type { StoreAddress } from '../../rendezvous/store.js';
 import { TcpStoreClient, TcpStoreServer } from '../../rendezvous/tcp_store.js';
+import { TlsLinks } from '../../rendezvous/tls_links.js';
 import type { BackendFactory, TransportHandle } from '../backend.js';
 import type { ShmLaneOptions } from './shm_lane.js';
 import { TcpTransport } from './tcp_transport.js';
@@ -60,6 +62,11 @@ export interface TcpTransportConfig {
   heartbeatMs?: number;
   /** Ranks on the same host (and network namespace) connect over Unix domain sockets. Default true. */
   localSockets?: boolean;
+  /**
+   * TLS keyed from `secret` (rendezvous/tls_links.ts) on every TCP mesh link and, with `store`,
+   * on the connections to the store. Unset: plain TCP. Requires `secret`.
+   */
+  tls?: { store: boolean };
   maxFrameBytes?: number;
   /** Large data messages between ranks of one host go through files in tmpfs (shm_lane.ts); unset: the sockets carry all. */
   sharedMemory?: ShmLaneOptions;
@@ -102,6 +109,9 @@ export function tcpTransportConfig(config: Config, log?: TcpTransportConfig['log
     timeouts: { connectMs: config.startTimeoutMs, ioMs: config.ioTimeoutMs },
     heartbeatMs: config.heartbeatMs,
     localSockets: config.unixSockets,
+    // An elastic job's store is the launcher's, which speaks no TLS: its rendezvous runs
+    // inside the launcher's host, and the data links are the ones that cross hosts.
+    ...(config.tls ? { tls: { store: config.elasticWorker === undefined } } : {}),
     // A slot holds one segment: the largest message the pipelined algorithms send.
     ...(config.sharedMemory
       ? { sharedMemory: { dir: '/dev/shm', slots: kLaneSlots, slotBytes: config.segmentBytes, minBytes: kLaneMinBytes } }
@@ -126,6 +136,8 @@ export async function createTcpTransport(config: TcpTransportConfig): Promise<Tc
   const nic = config.networkInterface === undefined ? undefined : interfaceAddress(config.networkInterface);
   const bindHost = nic ?? config.bindHost ?? (isLoopback(storeAddress.host) ? storeAddress.host : '0.0.0.0');
   const key = new JobKey(config.secret);
+  const tls = config.tls === undefined ? undefined : TlsLinks.fromSecret(config.secret, jobId);
+  const storeTls = config.tls?.store === true ? tls : undefined;
   const log = config.log;
   if (!key.authenticated && rank === 0) {
     log?.warn('RINGREDUCE_SECRET is not set: connections are not authenticated (ringrun sets it; see docs/env.md)');
@@ -141,10 +153,16 @@ export async function createTcpTransport(config: TcpTransportConfig): Promise<Tc
         key,
         onRefused: (remote, reason) => log?.warn(`store: refused a connection from ${remote}: ${reason}`),
         onProtocolError: (error, remote) => log?.warn(`store: closed a connection from ${remote}: ${error.message}`),
+        ...(storeTls === undefined ? {} : { tls: storeTls }),
       });
       await server.listen();
     }
-    client = await TcpStoreClient.connect({ ...storeAddress, connectTimeoutMs: timeouts.connectMs, key });
+    client = await TcpStoreClient.connect({
+      ...storeAddress,
+      connectTimeoutMs: timeouts.connectMs,
+      key,
+      ...(storeTls === undefined ? {} : { tls: storeTls }),
+    });
     const advertiseHost = nic ?? config.advertiseHost ?? (isWildcard(bindHost) ? client.localAddress : bindHost);
     if (!advertiseHost) throw new InvalidArgumentError('could not determine advertiseHost; pass it explicitly');
     links = await connectMesh({
@@ -156,6 +174,7 @@ export async function createTcpTransport(config: TcpTransportConfig): Promise<Tc
       jobId,
       key,
       localSockets: config.localSockets ?? true,
+      ...(tls === undefined ? {} : { tls }),
       onRefused: (remote, reason) => log?.warn(`mesh: refused a connection from ${remote}: ${reason}`),
       timeoutMs: Math.max(1, deadline - performance.now()),
     });
