@@ -24,5 +24,14 @@ export {
   ShutdownError,
   TimeoutError,
 } from './core/errors.js';
-export type { Compression, DType, ReduceOp, ShapedTensor, SharedTypedArray, Splits, TensorLike, TypedArray } from './core/types.js';
+export type {
+  Compression,
+  DType,
+  ReduceOp,
+  ShapedTensor,
+  SharedTypedArray,
+  Splits,
+  TensorLike,
+  TypedArray,
+} from './core/types.js';
 export * as elastic from './elastic/index.js';
