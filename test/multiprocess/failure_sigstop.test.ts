@@ -4,7 +4,7 @@
  * while the job is idle (nobody watches then: an idle job wakes nothing) is found by the pings
  * of the next collective. Every rank names it. ringrun reports the first rank to fail, says
  * that the stopped rank is stopped, and leaves no process behind (a stopped rank gets SIGCONT
- * after SIGTERM). And no false alarm: a rank whose main thread computes for 12 s (the default
+ * after SIGTERM). And no false alarm: a rank whose main thread computes for 10 s (the default
  * declares a silent rank dead after 8 s), on a machine loaded with busy processes, is not
  * declared dead (its engine thread answers the pings).
  */
@@ -108,7 +108,7 @@ function loadMachine(count: number): ChildProcess[] {
 }
 
 describe('a busy rank', { timeout: 60_000 }, () => {
-  it('whose main thread computes for 12 s, on a loaded machine, is not declared dead', { timeout: 50_000 }, async (t) => {
+  it('whose main thread computes for 10 s, on a loaded machine, is not declared dead', { timeout: 50_000 }, async (t) => {
     const dir = tempDir('ringrun-busy-');
     dirs.push(dir);
     const hogs = loadMachine(4);
@@ -116,11 +116,11 @@ describe('a busy rank', { timeout: 60_000 }, () => {
       const started = Date.now();
       const run = new RingrunRun(
         ['-np', '3', process.execPath, kFailureJob],
-        cleanEnv({ DIR: dir, MODE: 'loop', ITERATIONS: '6', BLOCK_AT: '3', BLOCK_RANK: '1', BLOCK_MS: '12000' }),
+        cleanEnv({ DIR: dir, MODE: 'loop', ITERATIONS: '6', BLOCK_AT: '3', BLOCK_RANK: '1', BLOCK_MS: '10000' }),
         45_000,
       );
       const result = await run.finished;
-      t.diagnostic(`ran ${Date.now() - started} ms with rank 1 blocked 12 s and ${hogs.length} busy processes`);
+      t.diagnostic(`ran ${Date.now() - started} ms with rank 1 blocked 10 s and ${hogs.length} busy processes`);
       assert.equal(result.code, 0, `${result.stdout}\n${result.stderr}`);
       assert.equal(run.count('blocking'), 1);
       assert.equal(run.count('done'), 3, result.stdout);

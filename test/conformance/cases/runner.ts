@@ -9,6 +9,15 @@ export function sizeSkipReason(c: ConformanceCase, size: number): string | undef
 }
 
 /**
+ * Why the MPI conformance job (multiprocess/fixtures/mpi_conformance_job.ts) leaves `c` out: the
+ * 2^20 + 3 element cases, which mpi_native_collectives.test.ts runs through the addon over every
+ * dtype and op, and the in-process backends through the API.
+ */
+export function mpiSkipReason(c: ConformanceCase, size: number): string | undefined {
+  return sizeSkipReason(c, size) ?? (c.name.includes('2^20 + 3') ? 'run natively by mpi_native_collectives' : undefined);
+}
+
+/**
  * Runs `c` on every rank of `world` (rank r = world[r]) at once and waits for all of them;
  * throws one error with every rank's failure.
  */
