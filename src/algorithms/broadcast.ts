@@ -80,7 +80,7 @@ export async function broadcast(
       await scatterAllgatherBroadcast(transport, bytes, root, tag, options);
       return;
     case 'chain':
-      await chainBroadcast(transport, bytes, root, tag, options);
+      await runPipeline(new ChainPlan(transport, bytes, root, tag, resolved.segmentBytes, resolved.pipelineDepth));
   }
 }
 

@@ -69,10 +69,11 @@ async function everyRankFails(t: TestContext, calls: readonly Promise<unknown>[]
   });
 }
 
-/** A loop of small allreduces on every rank until one fails: one promise per rank. */
+/** A loop of small allreduces on every rank until one fails (or 15 s pass): one promise per rank. */
 function loopUntilFailure(ranks: readonly RingReduce[]): Promise<unknown>[] {
+  const until = performance.now() + 15_000;
   return ranks.map(async (rr, rank) => {
-    for (let i = 0; ; i++) await rr.allreduce(input(rank, 16), { name: `loop.${i % 4}` });
+    for (let i = 0; performance.now() < until; i++) await rr.allreduce(input(rank, 16), { name: `loop.${i % 4}` });
   });
 }
 

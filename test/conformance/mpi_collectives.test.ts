@@ -2,19 +2,19 @@
  * The conformance cases (cases/index.ts) on the MPI backend: every rank a real process of an
  * MPI job (mpirun -np 3: an odd size; the in-process backends cover 2 and 4), all communication through the native addon (fixture:
  * test/multiprocess/fixtures/mpi_conformance_job.ts). Every case runs here, the ...Sync ones
- * included (a process per rank), but the 2^20 + 3 element ones (cases/runner.ts, mpiSkipReason). Skipped, with the reason, where the addon is not built or
- * mpirun is missing.
+ * included (a process per rank), but the 2^20 + 3 element ones (cases/runner.ts,
+ * mpiCaseSkipReason). Skipped, with the reason, where the addon is not built or mpirun is missing.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { describeRun, mpiSkipReason as mpiMissing, mpirun } from '../helpers/mpi_run.js';
+import { describeRun, mpirun, mpiSkipReason } from '../helpers/mpi_run.js';
 import { kCases } from './cases/index.js';
-import { casesDigest, mpiSkipReason } from './cases/runner.js';
+import { casesDigest, mpiCaseSkipReason } from './cases/runner.js';
 
-const skip = mpiMissing();
+const skip = mpiSkipReason();
 
 for (const np of [3]) {
-  const cases = kCases.filter((c) => mpiSkipReason(c, np) === undefined).map((c) => c.name);
+  const cases = kCases.filter((c) => mpiCaseSkipReason(c, np) === undefined).map((c) => c.name);
   test(`MPI backend, ${np} ranks: the ${cases.length} conformance cases`, { skip }, async () => {
     const run = await mpirun(np, 'mpi_conformance_job', { timeoutMs: 240_000 });
     assert.equal(run.code, 0, describeRun(run));

@@ -77,6 +77,7 @@ export class FaultProxy {
   /** Resets every connection (RST on both sides), as a middlebox or a rebooted peer does. */
   reset(): void {
     for (const pair of this.pairs) {
+      for (const pipe of pair.pipes) clearTimeout(pipe.timer);
       pair.client.resetAndDestroy();
       pair.server.resetAndDestroy();
     }
@@ -145,6 +146,7 @@ export class FaultProxy {
     // A closed or reset end is passed on as it came: a FIN as a FIN, an error as a reset.
     const closeBoth = (error?: Error) => {
       this.pairs.delete(pair);
+      for (const p of pair.pipes) clearTimeout(p.timer);
       if (error) {
         client.resetAndDestroy();
         server.resetAndDestroy();

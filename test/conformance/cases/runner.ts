@@ -13,7 +13,7 @@ export function sizeSkipReason(c: ConformanceCase, size: number): string | undef
  * 2^20 + 3 element cases, which mpi_native_collectives.test.ts runs through the addon over every
  * dtype and op, and the in-process backends through the API.
  */
-export function mpiSkipReason(c: ConformanceCase, size: number): string | undefined {
+export function mpiCaseSkipReason(c: ConformanceCase, size: number): string | undefined {
   return sizeSkipReason(c, size) ?? (c.name.includes('2^20 + 3') ? 'run natively by mpi_native_collectives' : undefined);
 }
 
