@@ -1,13 +1,18 @@
 #!/usr/bin/env node
-// Runs the compiled test files with Node's test runner. Node 20's `node --test` does not expand
-// globs, so this lists the files itself. Usage: node scripts/run-tests.mjs [tier ...]
+// Runs the compiled test files with Node's test runner, one `node --test` per file, each under a
+// deadline: a file that does not finish (a hang, or a process that cannot exit) is killed with its
+// children and counted as failed, naming the file, instead of holding the whole run until CI's
+// limit. Node 20's `node --test` does not expand globs, so this lists the files itself.
+// Usage: node scripts/run-tests.mjs [tier ...]
 // where a tier is unit, conformance or multiprocess (default: all of them, in that order).
-import { spawnSync } from 'node:child_process';
+// RINGREDUCE_TEST_FILE_TIMEOUT_S sets the deadline per file (default 300 s).
+import { spawn } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 const tiers = process.argv.slice(2);
 const roots = (tiers.length > 0 ? tiers : ['unit', 'conformance', 'multiprocess']).map((t) => join('dist', 'test', t));
+const fileTimeoutMs = Number(process.env.RINGREDUCE_TEST_FILE_TIMEOUT_S ?? 300) * 1000;
 
 function collect(dir) {
   let entries;
@@ -23,12 +28,99 @@ function collect(dir) {
   });
 }
 
-const files = roots.flatMap(collect);
-if (files.length === 0) {
-  console.error(`no test files under ${roots.join(', ')}: run "npm run build" first`);
-  process.exit(1);
+const running = new Set();
+// The files run in their own process groups: Ctrl-C stops the ones running, then this.
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    for (const child of running) {
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {}
+    }
+    process.exit(130);
+  });
 }
-// One file at a time: multi-rank tests start several threads or processes each, and the
-// machine this runs on in CI has 2 cores.
-const result = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...files], { stdio: 'inherit' });
-process.exit(result.status ?? 1);
+
+/**
+ * Runs one file; its output is passed through as it comes, or in one piece at the end when
+ * `buffered` (files running side by side). Resolves to its counts, or marks it failed.
+ */
+function runFile(file, buffered) {
+  return new Promise((resolve) => {
+    const started = performance.now();
+    // Its own process group, so that a kill reaches the ranks and browsers the file started.
+    const child = spawn(process.execPath, ['--test', file], {
+      stdio: ['ignore', 'pipe', buffered ? 'pipe' : 'inherit'],
+      detached: true,
+    });
+    running.add(child);
+    let tail = '';
+    const held = [];
+    child.stdout.on('data', (chunk) => {
+      if (buffered) held.push(chunk);
+      else process.stdout.write(chunk);
+      tail = (tail + chunk.toString()).slice(-4096);
+    });
+    child.stderr?.on('data', (chunk) => held.push(chunk));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {}
+    }, fileTimeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      running.delete(child);
+      if (held.length > 0) process.stdout.write(Buffer.concat(held));
+      const count = (name) => Number(new RegExp(`^# ${name} (\\d+)$`, 'm').exec(tail)?.[1] ?? 0);
+      const seconds = ((performance.now() - started) / 1000).toFixed(1);
+      let failure = null;
+      if (timedOut) failure = `did not finish within ${fileTimeoutMs / 1000} s: killed with its children`;
+      else if (code !== 0) failure = `exited with ${signal ?? `code ${code}`}`;
+      resolve({
+        file,
+        seconds,
+        failure,
+        tests: count('tests'),
+        pass: count('pass'),
+        fail: count('fail'),
+        skipped: count('skipped'),
+      });
+    });
+  });
+}
+
+/** Runs `files`, `parallel` at a time, in order of start. */
+async function runFiles(files, parallel) {
+  const results = [];
+  let next = 0;
+  const lane = async () => {
+    while (next < files.length) {
+      const file = files[next++];
+      results.push(await runFile(file, parallel > 1));
+    }
+  };
+  await Promise.all(Array.from({ length: parallel }, lane));
+  return results;
+}
+
+const results = [];
+for (const root of roots) {
+  const files = collect(root);
+  if (files.length === 0) {
+    console.error(`no test files under ${root}: run "npm run build" first`);
+    process.exit(1);
+  }
+  // Unit files run two at a time (single-threaded, no timing limits); the multi-rank tiers one
+  // at a time: their files start several threads or processes each, and CI's machine has 2 cores.
+  results.push(...(await runFiles(files, root.endsWith('unit') ? 2 : 1)));
+}
+
+const sum = (key) => results.reduce((total, r) => total + r[key], 0);
+const failed = results.filter((r) => r.failure !== null);
+console.log(
+  `# files ${results.length}, tests ${sum('tests')}, pass ${sum('pass')}, fail ${sum('fail')}, skipped ${sum('skipped')}`,
+);
+for (const r of failed) console.log(`# FAILED ${r.file} (${r.seconds} s): ${r.failure}`);
+process.exit(failed.length > 0 ? 1 : 0);

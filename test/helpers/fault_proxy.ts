@@ -35,6 +35,16 @@ interface Pair {
   pipes: [Pipe, Pipe];
 }
 
+/**
+ * Closes `socket` with a reset, or plainly once its end (FIN) has been sent: a reset while the
+ * shutdown is pending leaves the native handle open, and the process then spins at 100 % CPU
+ * when it exits instead of exiting (Node's teardown waits for that handle).
+ */
+function abort(socket: net.Socket): void {
+  if (socket.writableEnded) socket.destroy();
+  else socket.resetAndDestroy();
+}
+
 export interface ProxyTarget {
   host: string;
   port: number;
@@ -78,8 +88,8 @@ export class FaultProxy {
   reset(): void {
     for (const pair of this.pairs) {
       for (const pipe of pair.pipes) clearTimeout(pipe.timer);
-      pair.client.resetAndDestroy();
-      pair.server.resetAndDestroy();
+      abort(pair.client);
+      abort(pair.server);
     }
     this.pairs.clear();
   }
@@ -148,8 +158,8 @@ export class FaultProxy {
       this.pairs.delete(pair);
       for (const p of pair.pipes) clearTimeout(p.timer);
       if (error) {
-        client.resetAndDestroy();
-        server.resetAndDestroy();
+        abort(client);
+        abort(server);
       }
     };
     client.on('error', closeBoth);
