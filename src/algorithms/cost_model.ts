@@ -45,7 +45,7 @@ export interface CostModel {
 
 export const kDefaultCostModel: CostModel = Object.freeze({ alpha: 8.5e-6, beta: 0.2e-9, gamma: 0.28e-9 });
 
-export type AllreduceAlgorithm = 'recursive_doubling' | 'ring';
+export type AllreduceAlgorithm = 'recursive_doubling' | 'ring' | 'rabenseifner';
 
 /** Seconds for recursive doubling of `bytes` on `ranks` ranks. */
 export function recursiveDoublingCost(ranks: number, bytes: number, model: CostModel): number {
@@ -117,4 +117,177 @@ export function chainBroadcastCost(ranks: number, bytes: number, segmentBytes: n
 export function scatterAllgatherBroadcastCost(ranks: number, bytes: number, model: CostModel): number {
   if (ranks < 2) return 0;
   return (ceilLog2(ranks) + ranks - 1) * model.alpha + ((2 * (ranks - 1)) / ranks) * bytes * model.beta;
+}
+
+/**
+ * From this many ranks on the engine chooses every collective by the cost model (with its
+ * default α, β and γ unless given one): Bruck's allgather or the ring, recursive halving or the
+ * ring for reduce-scatter, recursive doubling, the ring or Rabenseifner for allreduce. Below it
+ * the choices stay the fixed ones that were measured fastest on 2 to 4 ranks (the ring;
+ * recursive doubling up to 64 KiB for allreduce), where a ring step costs more than the model's
+ * α and the logarithmic algorithms save at most a step or two.
+ */
+export const kCostChoiceMinRanks = 8;
+
+/** p, the largest power of two ≤ `ranks`, and log2 p. */
+export function powerOfTwoBelow(ranks: number): { p: number; levels: number } {
+  let p = 1;
+  let levels = 0;
+  while (p * 2 <= ranks) {
+    p *= 2;
+    levels++;
+  }
+  return { p, levels };
+}
+
+/**
+ * One step that sends and receives m bytes in segments of `segmentBytes`, reducing what arrives
+ * when `reduces`: the last segment arrives α + m·β after the start; reductions overlap the rest,
+ * so the step ends at α + m·max(β, γ) + s·min(β, γ) for a segment of s.
+ */
+function stepCost(m: number, segmentBytes: number, reduces: boolean, model: CostModel): number {
+  if (m === 0) return 0;
+  const { alpha, beta, gamma } = model;
+  if (!reduces) return alpha + m * beta;
+  return alpha + m * Math.max(beta, gamma) + Math.min(segmentBytes, m) * Math.min(beta, gamma);
+}
+
+function prefixSums(values: readonly number[]): number[] {
+  const sums = [0];
+  for (const v of values) sums.push((sums[sums.length - 1] as number) + v);
+  return sums;
+}
+
+/** Bytes of blocks [first, first + count) mod N. */
+function cyclicRun(sums: readonly number[], first: number, count: number): number {
+  const n = sums.length - 1;
+  const end = first + count;
+  if (end <= n) return (sums[end] as number) - (sums[first] as number);
+  return (sums[n] as number) - (sums[first] as number) + (sums[end - n] as number);
+}
+
+/**
+ * Seconds for Bruck's allgather (bruck_allgather.ts) of blocks of `blockBytes[r]` bytes: at the
+ * step of distance d every rank sends the run of min(d, N - d) blocks it starts, and the step
+ * lasts as long as the longest run; with even blocks ⌈log2 N⌉·α + (N-1)/N·M·β.
+ */
+export function bruckAllgatherCost(blockBytes: readonly number[], model: CostModel): number {
+  const n = blockBytes.length;
+  const sums = prefixSums(blockBytes);
+  let total = 0;
+  for (let d = 1; d < n; d *= 2) {
+    const c = Math.min(d, n - d);
+    let longest = 0;
+    for (let r = 0; r < n; r++) longest = Math.max(longest, cyclicRun(sums, r, c));
+    total += stepCost(longest, 0, false, model);
+  }
+  return total;
+}
+
+/**
+ * Seconds for a pipelined ring (ring_schedule.ts) over blocks of `blockBytes[r]` bytes: ringCost
+ * with the largest block on the chain (the first segment's way round, the rest of that block
+ * behind it) and the mean of the blocks a rank moves on the stream; for even blocks, ringCost.
+ */
+export function ringBlocksCost(
+  blockBytes: readonly number[],
+  segmentBytes: number,
+  steps: number,
+  reduceSteps: number,
+  model: CostModel,
+): number {
+  const n = blockBytes.length;
+  if (n < 2 || steps === 0) return 0;
+  const { alpha, beta, gamma } = model;
+  const largest = Math.max(...blockBytes);
+  const mean = (blockBytes.reduce((a, b) => a + b, 0) - Math.min(...blockBytes)) / (n - 1);
+  const s = Math.min(segmentBytes, largest);
+  const hop = alpha + s * beta;
+  const slowest = reduceSteps > 0 ? Math.max(beta, gamma) : beta;
+  const chain = reduceSteps * (hop + s * gamma) + (steps - reduceSteps) * hop + (largest - s) * slowest;
+  const stream = reduceSteps * mean * slowest + (steps - reduceSteps) * mean * beta + alpha;
+  return Math.max(chain, stream);
+}
+
+/**
+ * The p virtual ranks of the fold used by recursive halving and Rabenseifner when N is not a
+ * power of two: virtual rank v < rem stands for ranks 2v and 2v + 1, the others for v + rem.
+ * Returns the bytes of each virtual rank's blocks.
+ */
+function foldedBlocks(blockBytes: readonly number[]): number[] {
+  const { p } = powerOfTwoBelow(blockBytes.length);
+  const rem = blockBytes.length - p;
+  const out: number[] = [];
+  for (let v = 0; v < p; v++) {
+    out.push(v < rem ? (blockBytes[2 * v] as number) + (blockBytes[2 * v + 1] as number) : (blockBytes[v + rem] as number));
+  }
+  return out;
+}
+
+/**
+ * Seconds for recursive halving over p (a power of two) blocks of `blockBytes[v]` bytes: at the
+ * step of distance d every rank sends half of its current range of 2d blocks and reduces the
+ * other half as it arrives; the step lasts as long as the largest half. With even blocks
+ * log2 p·α + (p-1)/p·M·max(β, γ) plus a segment's min(β, γ) per step.
+ */
+function halvingCost(blockBytes: readonly number[], segmentBytes: number, model: CostModel): number {
+  const p = blockBytes.length;
+  const sums = prefixSums(blockBytes);
+  let total = 0;
+  for (let d = p / 2; d >= 1; d /= 2) {
+    let largest = 0;
+    for (let lo = 0; lo < p; lo += d) largest = Math.max(largest, (sums[lo + d] as number) - (sums[lo] as number));
+    total += stepCost(largest, segmentBytes, true, model);
+  }
+  return total;
+}
+
+/** The reverse of halvingCost: recursive doubling's allgather over p blocks, log2 p·α + (p-1)/p·M·β for even blocks. */
+function doublingGatherCost(blockBytes: readonly number[], model: CostModel): number {
+  const p = blockBytes.length;
+  const sums = prefixSums(blockBytes);
+  let total = 0;
+  for (let d = 1; d < p; d *= 2) {
+    let largest = 0;
+    for (let lo = 0; lo < p; lo += d) largest = Math.max(largest, (sums[lo + d] as number) - (sums[lo] as number));
+    total += stepCost(largest, 0, false, model);
+  }
+  return total;
+}
+
+/**
+ * Seconds for recursive halving's reduce-scatter (recursive_halving.ts) of blocks of
+ * `blockBytes[r]` bytes. When N is not a power of two, the first 2·rem ranks fold in pairs first
+ * (the even one sends the whole buffer, which its partner reduces: one step of M bytes) and get
+ * their block back at the end (one step of the largest such block):
+ *   log2 p·α + (p-1)/p·M·max(β, γ) (+ α + M·max(β, γ) + α + b·β with a fold).
+ */
+export function recursiveHalvingCost(blockBytes: readonly number[], segmentBytes: number, model: CostModel): number {
+  const n = blockBytes.length;
+  if (n < 2) return 0;
+  const { p } = powerOfTwoBelow(n);
+  const rem = n - p;
+  let cost = halvingCost(foldedBlocks(blockBytes), segmentBytes, model);
+  if (rem > 0) {
+    const total = blockBytes.reduce((a, b) => a + b, 0);
+    let returned = 0;
+    for (let v = 0; v < rem; v++) returned = Math.max(returned, blockBytes[2 * v] as number);
+    cost += stepCost(total, segmentBytes, true, model) + stepCost(returned, 0, false, model);
+  }
+  return cost;
+}
+
+/**
+ * Seconds for Rabenseifner's allreduce (rabenseifner_allreduce.ts) of `bytes` on `ranks` ranks:
+ * recursive halving over p even blocks, then recursive doubling's allgather, with the fold's two
+ * whole-buffer steps when N is not a power of two:
+ *   2·log2 p·α + (p-1)/p·M·(max(β, γ) + β) (+ 2α + M·max(β, γ) + M·β with a fold).
+ */
+export function rabenseifnerAllreduceCost(ranks: number, bytes: number, segmentBytes: number, model: CostModel): number {
+  if (ranks < 2) return 0;
+  const { p } = powerOfTwoBelow(ranks);
+  const blocks = new Array<number>(p).fill(bytes / p);
+  let cost = halvingCost(blocks, segmentBytes, model) + doublingGatherCost(blocks, model);
+  if (ranks !== p) cost += stepCost(bytes, segmentBytes, true, model) + stepCost(bytes, 0, false, model);
+  return cost;
 }

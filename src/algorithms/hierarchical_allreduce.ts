@@ -62,7 +62,7 @@ export async function hierarchicalAllreduce(
 
 /**
  * Whether an allreduce of `bytes` runs hierarchically in `mode` (`hierarchy` is undefined where
- * the layout does not allow it): 'auto' where the flat allreduce would run the ring, the
+ * the layout does not allow it): 'auto' where the flat allreduce would run the ring or Rabenseifner's, the
  * bandwidth-bound sizes where cutting the cross-host bytes pays; below that, recursive doubling's
  * few steps beat the 2(L-1) local ones added here.
  */
@@ -75,5 +75,5 @@ export function allreduceRunsHierarchically(
   if (hierarchy === undefined || mode === 'off') return false;
   if (mode === 'on') return true;
   const ranks = hierarchy.local.size * hierarchy.cross.size;
-  return allreduceAlgorithm(ranks, bytes, resolveOptions(options)) === 'ring';
+  return allreduceAlgorithm(ranks, bytes, resolveOptions(options)) !== 'recursive_doubling';
 }

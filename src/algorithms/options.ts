@@ -30,8 +30,9 @@ export interface AlgorithmOptions {
   /** Broadcasts of at most this many bytes use a binomial tree, larger ones a pipelined chain. Default segmentBytes. */
   treeMaxBytes?: number;
   /**
-   * Allreduces of at most this many bytes use recursive doubling, larger ones the ring. Default
-   * 64 KiB, or none when `costModel` is given (the model decides then).
+   * Allreduces of at most this many bytes use recursive doubling, larger ones the ring, on any
+   * rank count. Unset: 64 KiB below kCostChoiceMinRanks (8) ranks and the cost model from there
+   * on, or the cost model everywhere when `costModel` is given (allreduce.ts).
    */
   latencyMaxBytes?: number;
   /** α, β and γ (seconds) of the cost model that picks the allreduce algorithm (cost_model.ts); unset ones keep their defaults. */
@@ -45,6 +46,8 @@ export interface ResolvedOptions {
   readonly kernels: KernelSelector;
   readonly treeMaxBytes: number;
   readonly latencyMaxBytes: number | undefined;
+  /** Whether `latencyMaxBytes` was given: it then decides at every rank count. */
+  readonly latencyMaxBytesGiven: boolean;
   readonly costModel: CostModel;
 }
 
@@ -85,6 +88,7 @@ export function resolveOptions(options: AlgorithmOptions = {}): ResolvedOptions 
           ? kDefaultLatencyMaxBytes
           : undefined
         : integerAtLeast('latencyMaxBytes', options.latencyMaxBytes, 0, 0),
+    latencyMaxBytesGiven: options.latencyMaxBytes !== undefined,
     costModel: costModelOf(options.costModel),
   };
 }

@@ -59,7 +59,7 @@ export async function ringReducescatter(
     throw new InvalidArgumentError(`buf has ${buf.length} elements but the counts add up to ${total}`);
   }
   const rank = transport.rank;
-  if (out) checkOut(buf, out, counts[rank] as number);
+  if (out) checkReducescatterOut(buf, out, counts[rank] as number);
   const resolved = resolveOptions(options);
   if (total === 0) return;
   if (size === 1) {
@@ -79,7 +79,7 @@ export async function ringReducescatter(
 }
 
 /** `out` must be able to take this rank's block without touching `buf`. */
-function checkOut(buf: TypedArray, out: TypedArray, count: number): void {
+export function checkReducescatterOut(buf: TypedArray, out: TypedArray, count: number): void {
   if (dtypeOf(out) !== dtypeOf(buf)) throw new InvalidArgumentError(`out must be a ${dtypeOf(buf)} array like buf`);
   if (out.length !== count) throw new InvalidArgumentError(`out has ${out.length} elements but counts[rank] is ${count}`);
   const overlaps = out.byteOffset < buf.byteOffset + buf.byteLength && buf.byteOffset < out.byteOffset + out.byteLength;
