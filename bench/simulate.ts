@@ -11,6 +11,14 @@
  * gather: the output; reducescatter and alltoall: each rank's input; scatter: the root's input),
  * rounded down to whole elements per rank. Large buffers run scaled down (scale.ts).
  *
+ * The rows named "<collective>, chosen" run what the engine runs (the choice by cost from 8 ranks:
+ * allgather.ts, reducescatter.ts, allreduce.ts, broadcast.ts) and are held against the best known
+ * cost of the collective instead of a formula of their own; a last table gives each one's worst
+ * ratio over both tables. --rows a,b runs only the rows whose names contain one of the given
+ * strings (the worst-ratio table then covers those):
+ *
+ *   node dist/bench/simulate.js --rows chosen
+ *
  * With --hierarchical it prints instead the tables that put the ranks on hosts of 8 with faster
  * links inside a host, comparing the hierarchical allreduce and allgather
  * (algorithms/hierarchical_*.ts) with the flat ones (about 100 s):
@@ -18,23 +26,30 @@
  *   node dist/bench/simulate.js --hierarchical
  */
 import { performance } from 'node:perf_hooks';
+import { allgather } from '../src/algorithms/allgather.js';
+import { allreduce } from '../src/algorithms/allreduce.js';
 import { alltoall } from '../src/algorithms/alltoall.js';
-import { broadcast, broadcastAlgorithm, chainBroadcast, treeBroadcast } from '../src/algorithms/broadcast.js';
+import { broadcast, chainBroadcast, treeBroadcast } from '../src/algorithms/broadcast.js';
+import { bruckAllgather } from '../src/algorithms/bruck_allgather.js';
 import {
+  bruckAllgatherCost,
   type CostModel,
-  chainBroadcastCost,
   kDefaultCostModel,
+  rabenseifnerAllreduceCost,
   recursiveDoublingCost,
+  recursiveHalvingCost,
   ringAllreduceCost,
   scatterAllgatherBroadcastCost,
-  treeBroadcastCost,
 } from '../src/algorithms/cost_model.js';
 import { hierarchicalAllgather } from '../src/algorithms/hierarchical_allgather.js';
 import { hierarchicalAllreduce } from '../src/algorithms/hierarchical_allreduce.js';
 import { hierarchyOf } from '../src/algorithms/hierarchy.js';
-import { type AlgorithmOptions, kDefaultLatencyMaxBytes, resolveOptions } from '../src/algorithms/options.js';
+import { type AlgorithmOptions, kDefaultLatencyMaxBytes } from '../src/algorithms/options.js';
+import { rabenseifnerAllreduce } from '../src/algorithms/rabenseifner_allreduce.js';
 import { recursiveDoublingAllreduce } from '../src/algorithms/recursive_doubling.js';
+import { recursiveHalvingReducescatter } from '../src/algorithms/recursive_halving.js';
 import { type KernelSelector, selectKernel } from '../src/algorithms/reduce.js';
+import { reducescatter } from '../src/algorithms/reducescatter.js';
 import { ringAllgather } from '../src/algorithms/ring_allgather.js';
 import { ringAllreduce } from '../src/algorithms/ring_allreduce.js';
 import { ringReducescatter } from '../src/algorithms/ring_reducescatter.js';
@@ -77,6 +92,39 @@ interface Algorithm {
 const ceilLog2 = (n: number) => Math.ceil(Math.log2(n));
 const floorLog2 = (n: number) => Math.floor(Math.log2(n));
 const equal = (ranks: number, elements: number) => new Array<number>(ranks).fill(elements / ranks);
+const free = (m: CostModel): CostModel => ({ ...m, gamma: 0 });
+/** What the engine passes: no fixed allreduce threshold, so that the choice is the engine's (by cost from 8 ranks). */
+const engineOptions = (options: AlgorithmOptions): AlgorithmOptions => ({ ...options, latencyMaxBytes: undefined });
+
+/**
+ * The best known α-β costs (Thakur, Rabenseifner and Gropp 2005; Chan et al. 2007), reductions
+ * free, for N a power of two: what the "chosen" rows are held against.
+ */
+const kBestKnown = {
+  /** Recursive doubling's allgather, recursive halving's reduce-scatter, the binomial scatter and gather. */
+  logarithmic: {
+    formula: 'best known: log2 N·α + (N-1)/N·M·β',
+    cost: (n: number, b: number, m: CostModel) => ceilLog2(n) * m.alpha + ((n - 1) / n) * b * m.beta,
+  },
+  /** Recursive doubling for small M, Rabenseifner's (allreduce, reduce) or van de Geijn's (broadcast) for large. */
+  twoPhase: {
+    formula: 'best known: min(log2 N·(α + M·β), 2·log2 N·α + 2(N-1)/N·M·β)',
+    cost: (n: number, b: number, m: CostModel) =>
+      Math.min(ceilLog2(n) * (m.alpha + b * m.beta), 2 * ceilLog2(n) * m.alpha + ((2 * (n - 1)) / n) * b * m.beta),
+  },
+};
+
+const runTreeReduce: Algorithm['run'] = (t, c) => treeReduce(t, new Float32Array(c.elements), 'sum', 0, 1, c.options);
+const runTreeGather: Algorithm['run'] = (t, c) => {
+  const counts = equal(c.ranks, c.elements);
+  const out = c.rank === 0 ? new Float32Array(c.elements) : undefined;
+  return treeGather(t, new Float32Array(c.elements / c.ranks), out, counts, 0, 1, c.options);
+};
+const runTreeScatter: Algorithm['run'] = (t, c) => {
+  const counts = equal(c.ranks, c.elements);
+  const input = c.rank === 0 ? new Float32Array(c.elements) : undefined;
+  return treeScatter(t, input, new Float32Array(c.elements / c.ranks), counts, 0, 1, c.options);
+};
 
 const kAlgorithms: readonly Algorithm[] = [
   {
@@ -92,6 +140,20 @@ const kAlgorithms: readonly Algorithm[] = [
     split: false,
     cost: (n, b, m) => (floorLog2(n) + (2 ** floorLog2(n) === n ? 0 : 2)) * (m.alpha + b * m.beta),
     run: (t, c) => recursiveDoublingAllreduce(t, new Float32Array(c.elements), 'sum', 1, c.options),
+  },
+  {
+    name: 'allreduce, Rabenseifner',
+    formula: '2·log2 p·α + 2(p-1)/p·M·β (+ 2α + 2M·β with a fold)',
+    split: false,
+    cost: (n, b, m) => rabenseifnerAllreduceCost(n, b, kSegmentBytes, free(m)),
+    run: (t, c) => rabenseifnerAllreduce(t, new Float32Array(c.elements), 'sum', 1, c.options),
+  },
+  {
+    name: 'allreduce, chosen',
+    formula: kBestKnown.twoPhase.formula,
+    split: false,
+    cost: kBestKnown.twoPhase.cost,
+    run: (t, c) => allreduce(t, new Float32Array(c.elements), 'sum', 1, engineOptions(c.options)),
   },
   {
     name: 'broadcast (tree ≤ S < chain)',
@@ -116,13 +178,9 @@ const kAlgorithms: readonly Algorithm[] = [
   },
   {
     name: 'broadcast, chosen',
-    formula: 'what the engine runs (broadcast.ts): the formula of the one chosen',
+    formula: kBestKnown.twoPhase.formula,
     split: false,
-    cost: (n, b, m) => {
-      const chosen = broadcastAlgorithm(n, b, resolveOptions({ segmentBytes: kSegmentBytes, costModel: m }));
-      if (chosen === 'tree') return treeBroadcastCost(n, b, m);
-      return chosen === 'chain' ? chainBroadcastCost(n, b, kSegmentBytes, m) : scatterAllgatherBroadcastCost(n, b, m);
-    },
+    cost: kBestKnown.twoPhase.cost,
     run: (t, c) => broadcast(t, new Float32Array(c.elements), 0, 1, c.options),
   },
   {
@@ -133,11 +191,40 @@ const kAlgorithms: readonly Algorithm[] = [
     run: (t, c) => ringAllgather(t, new Float32Array(c.elements), equal(c.ranks, c.elements), 1, c.options),
   },
   {
+    name: 'allgather, Bruck',
+    formula: '⌈log2 N⌉·α + (N-1)/N·M·β',
+    split: true,
+    cost: (n, b, m) => bruckAllgatherCost(new Array<number>(n).fill(b / n), m),
+    run: (t, c) => bruckAllgather(t, new Float32Array(c.elements), equal(c.ranks, c.elements), 1, c.options),
+  },
+  {
+    name: 'allgather, chosen',
+    formula: kBestKnown.logarithmic.formula,
+    split: true,
+    cost: kBestKnown.logarithmic.cost,
+    run: (t, c) => allgather(t, new Float32Array(c.elements), equal(c.ranks, c.elements), 1, engineOptions(c.options)),
+  },
+  {
     name: 'reducescatter, ring',
     formula: '(N-1)·α + (N-1)/N·M·β',
     split: true,
     cost: (n, b, m) => (n - 1) * m.alpha + ((n - 1) / n) * b * m.beta,
     run: (t, c) => ringReducescatter(t, new Float32Array(c.elements), equal(c.ranks, c.elements), 'sum', 1, c.options),
+  },
+  {
+    name: 'reducescatter, recursive halving',
+    formula: 'log2 p·α + (p-1)/p·M·β (+ 2α + M·β + M/N·β with a fold)',
+    split: true,
+    cost: (n, b, m) => recursiveHalvingCost(new Array<number>(n).fill(b / n), kSegmentBytes, free(m)),
+    run: (t, c) =>
+      recursiveHalvingReducescatter(t, new Float32Array(c.elements), equal(c.ranks, c.elements), 'sum', 1, c.options),
+  },
+  {
+    name: 'reducescatter, chosen',
+    formula: kBestKnown.logarithmic.formula,
+    split: true,
+    cost: kBestKnown.logarithmic.cost,
+    run: (t, c) => reducescatter(t, new Float32Array(c.elements), equal(c.ranks, c.elements), 'sum', 1, engineOptions(c.options)),
   },
   {
     name: 'alltoall, pairwise',
@@ -154,30 +241,26 @@ const kAlgorithms: readonly Algorithm[] = [
     formula: '⌈log2 N⌉·(α + M·β)',
     split: false,
     cost: (n, b, m) => ceilLog2(n) * (m.alpha + b * m.beta),
-    run: (t, c) => treeReduce(t, new Float32Array(c.elements), 'sum', 0, 1, c.options),
+    run: runTreeReduce,
   },
+  // The engine always runs the tree: the same runs (simulated once), held against the best known cost.
+  { name: 'reduce, chosen', ...kBestKnown.twoPhase, split: false, run: runTreeReduce },
   {
     name: 'gather, tree',
     formula: '⌈log2 N⌉·α + (N-1)/N·M·β',
     split: true,
     cost: (n, b, m) => ceilLog2(n) * m.alpha + ((n - 1) / n) * b * m.beta,
-    run: (t, c) => {
-      const counts = equal(c.ranks, c.elements);
-      const out = c.rank === 0 ? new Float32Array(c.elements) : undefined;
-      return treeGather(t, new Float32Array(c.elements / c.ranks), out, counts, 0, 1, c.options);
-    },
+    run: runTreeGather,
   },
+  { name: 'gather, chosen', ...kBestKnown.logarithmic, split: true, run: runTreeGather },
   {
     name: 'scatter, tree',
     formula: '⌈log2 N⌉·α + (N-1)/N·M·β',
     split: true,
     cost: (n, b, m) => ceilLog2(n) * m.alpha + ((n - 1) / n) * b * m.beta,
-    run: (t, c) => {
-      const counts = equal(c.ranks, c.elements);
-      const input = c.rank === 0 ? new Float32Array(c.elements) : undefined;
-      return treeScatter(t, input, new Float32Array(c.elements / c.ranks), counts, 0, 1, c.options);
-    },
+    run: runTreeScatter,
   },
+  { name: 'scatter, chosen', ...kBestKnown.logarithmic, split: true, run: runTreeScatter },
 ];
 
 /** A reduce kernel selector that charges the rank's CPU (γ) for every reduction. */
@@ -250,11 +333,49 @@ function formatSeconds(seconds: number): string {
   return `${(seconds * 1e6).toPrecision(3)} µs`;
 }
 
-/** "1.23 ms (0.98)": the simulated time and its ratio to the formula. */
+/** Simulated runs by (run, N, M), so that rows sharing a run simulate it once. */
+const kTimings = new Map<Algorithm['run'], Map<string, Timing>>();
+
+/** Each "chosen" row's worst ratio to the best known cost: [ratio, where]. */
+const kWorst = new Map<string, [number, string]>();
+
+/** "1.23 ms (0.98)": the simulated time and its ratio to the formula (or, for a chosen row, to the best known cost). */
 async function cell(algorithm: Algorithm, ranks: number, bytes: number, model: CostModel): Promise<string> {
-  const timing = await simulate(algorithm, ranks, bytes, model, false);
+  const byCase = kTimings.get(algorithm.run) ?? new Map<string, Timing>();
+  kTimings.set(algorithm.run, byCase);
+  const key = `${ranks}/${bytes}`;
+  const timing = byCase.get(key) ?? (await simulate(algorithm, ranks, bytes, model, false));
+  byCase.set(key, timing);
   const ratio = timing.seconds / algorithm.cost(ranks, timing.bytes, model);
+  if (algorithm.name.endsWith(', chosen') && ratio > (kWorst.get(algorithm.name)?.[0] ?? 0)) {
+    kWorst.set(algorithm.name, [ratio, `N = ${ranks}, ${formatBytes(bytes)}`]);
+  }
   return `${formatSeconds(timing.seconds)} (${ratio.toFixed(2)})`;
+}
+
+/** The worst ratio of each chosen row over both tables. */
+function worstTable(): string[] {
+  const lines = [
+    "**Chosen against the best known cost**: each collective's worst ratio over the two tables above (what the engine runs, reductions free).",
+    '',
+    '| collective | best known | worst ratio | at |',
+    '|---|---|---:|---|',
+  ];
+  for (const algorithm of selectedAlgorithms()) {
+    const worst = kWorst.get(algorithm.name);
+    if (!worst) continue;
+    const collective = algorithm.name.replace(', chosen', '');
+    lines.push(`| ${collective} | ${algorithm.formula.replace('best known: ', '')} | ${worst[0].toFixed(2)} | ${worst[1]} |`);
+  }
+  return lines;
+}
+
+/** The rows named on the command line (--rows a,b: names containing a or b), or all. */
+function selectedAlgorithms(): readonly Algorithm[] {
+  const at = process.argv.indexOf('--rows');
+  if (at < 0) return kAlgorithms;
+  const wanted = (process.argv[at + 1] ?? '').split(',').filter((w) => w.length > 0);
+  return kAlgorithms.filter((a) => wanted.some((w) => a.name.includes(w)));
 }
 
 async function scalingTables(model: CostModel): Promise<string[]> {
@@ -262,7 +383,7 @@ async function scalingTables(model: CostModel): Promise<string[]> {
   lines.push(`**Time against N**, M = ${formatBytes(kSizeForRanks)}: simulated time (simulated / formula).`, '');
   lines.push(`| algorithm | formula | ${kRanks.map((n) => `N = ${n}`).join(' | ')} |`);
   lines.push(`|---|---|${kRanks.map(() => '---:').join('|')}|`);
-  for (const algorithm of kAlgorithms) {
+  for (const algorithm of selectedAlgorithms()) {
     const cells: string[] = [];
     for (const ranks of kRanks) cells.push(await cell(algorithm, ranks, kSizeForRanks, model));
     lines.push(`| ${algorithm.name} | ${algorithm.formula} | ${cells.join(' | ')} |`);
@@ -270,7 +391,7 @@ async function scalingTables(model: CostModel): Promise<string[]> {
   lines.push('', `**Time against M**, N = ${kRanksForSizes}: simulated time (simulated / formula).`, '');
   lines.push(`| algorithm | ${kSizes.map(formatBytes).join(' | ')} |`);
   lines.push(`|---|${kSizes.map(() => '---:').join('|')}|`);
-  for (const algorithm of kAlgorithms) {
+  for (const algorithm of selectedAlgorithms()) {
     const cells: string[] = [];
     for (const bytes of kSizes) cells.push(await cell(algorithm, kRanksForSizes, bytes, model));
     lines.push(`| ${algorithm.name} | ${cells.join(' | ')} |`);
@@ -408,12 +529,19 @@ async function main(): Promise<void> {
         '',
         ...(await scalingTables(model)),
         '',
-        `**Recursive doubling or ring** (allreduce, reductions charged at γ): ${machine}.`,
-        '',
-        ...(await crossoverTable(model)),
+        ...worstTable(),
+        ...(process.argv.includes('--rows') ? [] : ['', ...(await crossoverLines(model, machine))]),
       ];
   console.log(lines.join('\n'));
   console.error(`simulated in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+}
+
+async function crossoverLines(model: CostModel, machine: string): Promise<string[]> {
+  return [
+    `**Recursive doubling or ring** (allreduce, reductions charged at γ): ${machine}.`,
+    '',
+    ...(await crossoverTable(model)),
+  ];
 }
 
 await main();

@@ -1,9 +1,11 @@
 /** The algorithm layer: pure functions of (transport, buffer, options). */
 
 export { BufferPool, kDefaultMaxRetainedBytes } from '../core/buffer_pool.js';
+export { allgather } from './allgather.js';
 export { allreduce } from './allreduce.js';
 export { alltoall } from './alltoall.js';
 export { broadcast } from './broadcast.js';
+export { bruckAllgather } from './bruck_allgather.js';
 export {
   type AlgorithmOptions,
   kDefaultLatencyMaxBytes,
@@ -12,7 +14,9 @@ export {
   type ResolvedOptions,
   resolveOptions,
 } from './options.js';
+export { rabenseifnerAllreduce } from './rabenseifner_allreduce.js';
 export { recursiveDoublingAllreduce } from './recursive_doubling.js';
+export { recursiveHalvingReducescatter } from './recursive_halving.js';
 export {
   divideInPlace,
   type ElementwiseOp,
@@ -22,6 +26,7 @@ export {
   selectKernel,
 } from './reduce.js';
 export { createWasmKernels } from './reduce_wasm.js';
+export { reducescatter } from './reducescatter.js';
 export { ringAllgather } from './ring_allgather.js';
 export { ringAllreduce } from './ring_allreduce.js';
 export { ringReducescatter } from './ring_reducescatter.js';

@@ -102,9 +102,11 @@ describe('cost model: the choice', () => {
     const fixed = resolveOptions({ latencyMaxBytes: 1024 });
     assert.equal(allreduceAlgorithm(1024, 1024, fixed), 'recursive_doubling');
     assert.equal(allreduceAlgorithm(1024, 1025, fixed), 'ring');
-    assert.equal(allreduceAlgorithm(1024, 64 * 1024, resolveOptions()), 'recursive_doubling');
-    assert.equal(allreduceAlgorithm(1024, 64 * 1024 + 1, resolveOptions()), 'ring');
-    assert.equal(allreduceAlgorithm(1024, 1 << 20, resolveOptions({ costModel: {} })), 'recursive_doubling');
+    // The default threshold holds below 8 ranks (kCostChoiceMinRanks); from there the model decides.
+    assert.equal(allreduceAlgorithm(4, 64 * 1024, resolveOptions()), 'recursive_doubling');
+    assert.equal(allreduceAlgorithm(4, 64 * 1024 + 1, resolveOptions()), 'ring');
+    assert.equal(allreduceAlgorithm(1024, 64 * 1024 + 1, resolveOptions()), 'rabenseifner');
+    assert.equal(allreduceAlgorithm(1024, 1 << 20, resolveOptions({ costModel: {} })), 'rabenseifner');
     assert.equal(allreduceAlgorithm(2, 1 << 20, resolveOptions({ costModel: {} })), 'ring');
     assert.equal(allreduceAlgorithm(2, 1 << 20, resolveOptions({ costModel: { beta: 0, gamma: 0 } })), 'recursive_doubling');
     assert.throws(

@@ -5,8 +5,8 @@
  * are known, unless the caller passed 'out', whose length rank 0 checks so that a wrong one fails
  * on every rank alike.
  */
+import { allgather } from '../../algorithms/allgather.js';
 import { allgatherRunsHierarchically, hierarchicalAllgather } from '../../algorithms/hierarchical_allgather.js';
-import { ringAllgather } from '../../algorithms/ring_allgather.js';
 import { allocShared } from '../../core/dtypes.js';
 import { elementCount } from '../../core/shapes.js';
 import { withOutLength, writeOutLength } from '../wire.js';
@@ -56,7 +56,7 @@ export const allgatherOp: OpSpec<AllgatherRequest> = {
       if (allgatherRunsHierarchically(ctx.hierarchicalAllgather, hierarchy)) {
         return hierarchicalAllgather(hierarchy, output, counts, tag, options);
       }
-      return ringAllgather(ctx.transport, output, counts, tag, options);
+      return allgather(ctx.transport, output, counts, tag, options);
     });
     const gathered = [firstDims.reduce((a, b) => a + b, 0), ...shape.slice(1)];
     return [entry.output ? { shape: gathered } : { output, shape: gathered }];

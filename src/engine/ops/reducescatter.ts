@@ -7,7 +7,7 @@
  * space (`buffer`) and hands the output (`output`, its own rows) along, since its size follows
  * from the shape and the splits alone.
  */
-import { ringReducescatter } from '../../algorithms/ring_reducescatter.js';
+import { reducescatter } from '../../algorithms/reducescatter.js';
 import { allocShared } from '../../core/dtypes.js';
 import { elementCount, splitRows } from '../../core/shapes.js';
 import { kReduceOps, type ReduceOp } from '../../core/types.js';
@@ -70,12 +70,12 @@ export const reducescatterOp: OpSpec<ReducescatterRequest> = {
     const output = entry.output ?? allocShared(request.dtype, counts[rank] ?? 0);
     scale(input, request.prescale);
     const offset = counts.slice(0, rank).reduce((a, b) => a + b, 0);
-    // In place (the caller's out is its own rows of the tensor): the ring leaves them there.
+    // In place (the caller's out is its own rows of the tensor): the algorithms leave them there.
     const inPlace = output.buffer === input.buffer && output.byteOffset === input.byteOffset + offset * input.BYTES_PER_ELEMENT;
     const { native } = ctx;
     if (inPlace) {
       await ctx.communicate(input.byteLength, () =>
-        ringReducescatter(ctx.transport, input, counts, request.reduceOp, ctx.tag, ctx.options),
+        reducescatter(ctx.transport, input, counts, request.reduceOp, ctx.tag, ctx.options),
       );
     } else if (native?.reducescatter && native.supports('reducescatter', request.dtype, request.reduceOp)) {
       const nativeReducescatter = native.reducescatter.bind(native);
@@ -83,7 +83,7 @@ export const reducescatterOp: OpSpec<ReducescatterRequest> = {
     } else {
       // The ring writes this rank's rows straight into `output`; `input` is only work space.
       await ctx.communicate(input.byteLength, () =>
-        ringReducescatter(ctx.transport, input, counts, request.reduceOp, ctx.tag, ctx.options, output),
+        reducescatter(ctx.transport, input, counts, request.reduceOp, ctx.tag, ctx.options, output),
       );
     }
     scale(output, request.postscale);
