@@ -12,7 +12,7 @@
  * rounded down to whole elements per rank. Large buffers run scaled down (scale.ts).
  *
  * The rows named "<collective>, chosen" run what the engine runs (the choice by cost from 8 ranks:
- * allgather.ts, reducescatter.ts, allreduce.ts, broadcast.ts) and are held against the best known
+ * allgather.ts, reducescatter.ts, allreduce.ts, reduce_to_root.ts, broadcast.ts) and are held against the best known
  * cost of the collective instead of a formula of their own; a last table gives each one's worst
  * ratio over both tables. --rows a,b runs only the rows whose names contain one of the given
  * strings (the worst-ratio table then covers those):
@@ -36,6 +36,7 @@ import {
   type CostModel,
   kDefaultCostModel,
   rabenseifnerAllreduceCost,
+  rabenseifnerReduceCost,
   recursiveDoublingCost,
   recursiveHalvingCost,
   ringAllreduceCost,
@@ -46,9 +47,11 @@ import { hierarchicalAllreduce } from '../src/algorithms/hierarchical_allreduce.
 import { hierarchyOf } from '../src/algorithms/hierarchy.js';
 import { type AlgorithmOptions, kDefaultLatencyMaxBytes } from '../src/algorithms/options.js';
 import { rabenseifnerAllreduce } from '../src/algorithms/rabenseifner_allreduce.js';
+import { rabenseifnerReduce } from '../src/algorithms/rabenseifner_reduce.js';
 import { recursiveDoublingAllreduce } from '../src/algorithms/recursive_doubling.js';
 import { recursiveHalvingReducescatter } from '../src/algorithms/recursive_halving.js';
 import { type KernelSelector, selectKernel } from '../src/algorithms/reduce.js';
+import { reduceToRoot } from '../src/algorithms/reduce_to_root.js';
 import { reducescatter } from '../src/algorithms/reducescatter.js';
 import { ringAllgather } from '../src/algorithms/ring_allgather.js';
 import { ringAllreduce } from '../src/algorithms/ring_allreduce.js';
@@ -114,7 +117,6 @@ const kBestKnown = {
   },
 };
 
-const runTreeReduce: Algorithm['run'] = (t, c) => treeReduce(t, new Float32Array(c.elements), 'sum', 0, 1, c.options);
 const runTreeGather: Algorithm['run'] = (t, c) => {
   const counts = equal(c.ranks, c.elements);
   const out = c.rank === 0 ? new Float32Array(c.elements) : undefined;
@@ -241,10 +243,21 @@ const kAlgorithms: readonly Algorithm[] = [
     formula: '⌈log2 N⌉·(α + M·β)',
     split: false,
     cost: (n, b, m) => ceilLog2(n) * (m.alpha + b * m.beta),
-    run: runTreeReduce,
+    run: (t, c) => treeReduce(t, new Float32Array(c.elements), 'sum', 0, 1, c.options),
   },
-  // The engine always runs the tree: the same runs (simulated once), held against the best known cost.
-  { name: 'reduce, chosen', ...kBestKnown.twoPhase, split: false, run: runTreeReduce },
+  {
+    name: 'reduce, Rabenseifner',
+    formula: '2·log2 p·α + 2(p-1)/p·M·β (+ α + M·β with a fold)',
+    split: false,
+    cost: (n, b, m) => rabenseifnerReduceCost(n, b, 0, kSegmentBytes, free(m)),
+    run: (t, c) => rabenseifnerReduce(t, new Float32Array(c.elements), 'sum', 0, 1, c.options),
+  },
+  {
+    name: 'reduce, chosen',
+    ...kBestKnown.twoPhase,
+    split: false,
+    run: (t, c) => reduceToRoot(t, new Float32Array(c.elements), 'sum', 0, 1, c.options),
+  },
   {
     name: 'gather, tree',
     formula: '⌈log2 N⌉·α + (N-1)/N·M·β',
@@ -252,6 +265,7 @@ const kAlgorithms: readonly Algorithm[] = [
     cost: (n, b, m) => ceilLog2(n) * m.alpha + ((n - 1) / n) * b * m.beta,
     run: runTreeGather,
   },
+  // The engine always runs the tree: the same runs (simulated once), held against the best known cost.
   { name: 'gather, chosen', ...kBestKnown.logarithmic, split: true, run: runTreeGather },
   {
     name: 'scatter, tree',

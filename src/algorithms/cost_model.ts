@@ -291,3 +291,39 @@ export function rabenseifnerAllreduceCost(ranks: number, bytes: number, segmentB
   if (ranks !== p) cost += stepCost(bytes, segmentBytes, true, model) + stepCost(bytes, 0, false, model);
   return cost;
 }
+
+/**
+ * Seconds for the pipelined binomial-tree reduce (tree_reduce.ts): the root takes in and reduces
+ * ⌈log2 N⌉ buffers through one port, ⌈log2 N⌉·(α + s·min(β, γ)) + ⌈log2 N⌉·M·max(β, γ) for
+ * segments of s; with γ = 0, ⌈log2 N⌉·(α + M·β).
+ */
+export function treeReduceCost(ranks: number, bytes: number, segmentBytes: number, model: CostModel): number {
+  if (ranks < 2 || bytes === 0) return 0;
+  const { alpha, beta, gamma } = model;
+  const levels = ceilLog2(ranks);
+  return levels * (alpha + Math.min(segmentBytes, bytes) * Math.min(beta, gamma)) + levels * bytes * Math.max(beta, gamma);
+}
+
+/**
+ * Seconds for Rabenseifner's reduce (rabenseifner_reduce.ts) of `bytes` on `ranks` ranks to
+ * `root`: recursive halving over p even blocks, then a binomial gather of (p-1)/p·M to the root,
+ * with the fold's step of M bytes when N is not a power of two and one more when the root is
+ * the even rank of a pair:
+ *   2·log2 p·α + (p-1)/p·M·(max(β, γ) + β) (+ α + M·max(β, γ) (+ α + M·β)).
+ */
+export function rabenseifnerReduceCost(
+  ranks: number,
+  bytes: number,
+  root: number,
+  segmentBytes: number,
+  model: CostModel,
+): number {
+  if (ranks < 2) return 0;
+  const { p } = powerOfTwoBelow(ranks);
+  const blocks = new Array<number>(p).fill(bytes / p);
+  let cost = halvingCost(blocks, segmentBytes, model) + doublingGatherCost(blocks, model);
+  const rem = ranks - p;
+  if (rem > 0) cost += stepCost(bytes, segmentBytes, true, model);
+  if (root < 2 * rem && root % 2 === 0) cost += stepCost(bytes, 0, false, model);
+  return cost;
+}

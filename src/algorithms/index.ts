@@ -15,6 +15,7 @@ export {
   resolveOptions,
 } from './options.js';
 export { rabenseifnerAllreduce } from './rabenseifner_allreduce.js';
+export { rabenseifnerReduce } from './rabenseifner_reduce.js';
 export { recursiveDoublingAllreduce } from './recursive_doubling.js';
 export { recursiveHalvingReducescatter } from './recursive_halving.js';
 export {
@@ -25,6 +26,7 @@ export {
   reduceInto,
   selectKernel,
 } from './reduce.js';
+export { reduceToRoot } from './reduce_to_root.js';
 export { createWasmKernels } from './reduce_wasm.js';
 export { reducescatter } from './reducescatter.js';
 export { ringAllgather } from './ring_allgather.js';

@@ -1,6 +1,6 @@
 /**
  * The algorithms for many ranks (Bruck's allgather, recursive halving's reduce-scatter,
- * Rabenseifner's allreduce) over the memory transport, every rank a transport in this thread:
+ * Rabenseifner's allreduce and reduce) over the memory transport, every rank a transport in this thread:
  * every dtype and op, lengths 0, 1, N ± 1 and more, even, uneven and empty blocks, 2 to 9 ranks
  * (powers of two and the fold), reordering and unbuffered deliveries with tiny segments; then
  * the choice: unchanged below 8 ranks for every size, by cost from 8 on, and run as chosen.
@@ -13,7 +13,9 @@ import { bruckAllgather } from '../../src/algorithms/bruck_allgather.js';
 import { kCostChoiceMinRanks } from '../../src/algorithms/cost_model.js';
 import { type AlgorithmOptions, resolveOptions } from '../../src/algorithms/options.js';
 import { rabenseifnerAllreduce } from '../../src/algorithms/rabenseifner_allreduce.js';
+import { rabenseifnerReduce } from '../../src/algorithms/rabenseifner_reduce.js';
 import { recursiveHalvingReducescatter } from '../../src/algorithms/recursive_halving.js';
+import { reduceAlgorithm, reduceToRoot } from '../../src/algorithms/reduce_to_root.js';
 import { reducescatter, reducescatterAlgorithm } from '../../src/algorithms/reducescatter.js';
 import { evenBlocks } from '../../src/algorithms/segments.js';
 import { BufferPool } from '../../src/core/buffer_pool.js';
@@ -275,12 +277,65 @@ describe("Rabenseifner's allreduce", () => {
   });
 });
 
+async function checkReduce(
+  world: readonly Transport[],
+  dtype: DType,
+  length: number,
+  root: number,
+  tag: number,
+  options: (rank: number) => AlgorithmOptions,
+  random: Random,
+) {
+  const n = world.length;
+  for (const op of opsFor(dtype)) {
+    const inputs = inputsFor(dtype, op, n, length, random);
+    const bufs = inputs.map((a) => a.slice());
+    await onEveryRank(world, (t, r) => rabenseifnerReduce(t, bufs[r] as TypedArray, op, root, tag, options(r)));
+    const expected = referenceReduce(dtype, op, inputs);
+    const where = `N=${n} ${dtype} ${op} length ${length} root ${root}`;
+    assert.equal(firstMismatch(bufs[root] as TypedArray, expected, toleranceFor(dtype, op, n)), undefined, where);
+  }
+}
+
+describe("Rabenseifner's reduce", () => {
+  it('N = 2..9: every dtype and op, lengths 0, 1, N ± 1 and 1000, roots that fold, gather and sit in between', async () => {
+    let tag = 0;
+    for (const n of kRanks) {
+      const world = createMemoryWorld(n, kFast);
+      const pools = world.map(() => new BufferPool());
+      const random = seeded(n * 17);
+      for (const dtype of kDTypes) {
+        for (const length of lengthsFor(n)) {
+          // Root 0 is the even rank of a pair when N is not a power of two; rank 1 its partner.
+          const root = [0, 1, n - 1, n >> 1][tag % 4] as number;
+          await checkReduce(world, dtype, length, root, tag++, (r) => ({ ...kMatrixOptions, pool: pools[r] }), random);
+        }
+      }
+      await world.closeAll();
+    }
+  });
+
+  it('every root, under reordering and unbuffered deliveries, with tiny segments', async () => {
+    let tag = 0;
+    for (const n of [6, 8]) {
+      for (const delivery of kDeliveries) {
+        const world = createMemoryWorld(n, { ...delivery, ioTimeoutMs: 5000 });
+        for (let root = 0; root < n; root++) {
+          const options = kTinySegments[root % 2] as AlgorithmOptions;
+          await checkReduce(world, 'int32', 2 * n + 1, root, tag++, () => options, seeded(tag));
+        }
+        await world.closeAll();
+      }
+    }
+  });
+});
+
 describe('the choice', () => {
   /** The engine's options: RINGREDUCE_SEGMENT_BYTES' default, no cost model, no threshold. */
   const engine = resolveOptions({ segmentBytes: 4 << 20 });
   const sizes = [0, 1, 4, 1 << 10, (64 << 10) - 4, 64 << 10, (64 << 10) + 4, 1 << 20, 16 << 20, 256 << 20, 1 << 30];
 
-  it('below 8 ranks it is what it was, for every size: recursive doubling up to 64 KiB, else the ring', () => {
+  it('below 8 ranks it is what it was, for every size: recursive doubling up to 64 KiB, else the ring; the tree for reduce', () => {
     for (let n = 2; n < kCostChoiceMinRanks; n++) {
       for (const bytes of sizes) {
         const blocks = evenBlocks(bytes, n).lengths;
@@ -291,6 +346,7 @@ describe('the choice', () => {
         );
         assert.equal(allgatherAlgorithm(blocks, engine), 'ring', `allgather, ${n} ranks, ${bytes} B`);
         assert.equal(reducescatterAlgorithm(blocks, engine), 'ring', `reducescatter, ${n} ranks, ${bytes} B`);
+        for (let root = 0; root < n; root++) assert.equal(reduceAlgorithm(n, bytes, root, engine), 'tree');
       }
     }
   });
@@ -309,6 +365,9 @@ describe('the choice', () => {
     assert.equal(allreduceAlgorithm(64, 16 << 20, engine), 'rabenseifner');
     // 1 GiB on 64 ranks: blocks of several segments, where the ring's stream hides its steps.
     assert.equal(allreduceAlgorithm(64, 1 << 30, engine), 'ring');
+    assert.equal(reduceAlgorithm(64, 4, 0, engine), 'tree');
+    assert.equal(reduceAlgorithm(1024, 16 << 20, 0, engine), 'rabenseifner');
+    assert.equal(reduceAlgorithm(64, 1 << 30, 5, engine), 'rabenseifner');
     // A given latencyMaxBytes still decides alone.
     assert.equal(allreduceAlgorithm(1024, 16 << 20, resolveOptions({ latencyMaxBytes: 1024 })), 'ring');
   });
@@ -339,5 +398,9 @@ describe('the choice', () => {
     await onEveryRank(transports, (t, r) => allreduce(t, sums[r] as TypedArray, 'average', 2, { segmentBytes: 4 << 20 }));
     assert.equal(allreduceAlgorithm(n, 1 << 18, resolveOptions({ segmentBytes: 4 << 20 })), 'rabenseifner');
     for (const s of sums) assert.ok(s.every((x) => x === 0.5));
+    const reduced = world.map(() => new Float64Array(1 << 16).fill(2));
+    assert.equal(reduceAlgorithm(n, 1 << 19, 3, resolveOptions({ segmentBytes: 4 << 20 })), 'rabenseifner');
+    await onEveryRank(transports, (t, r) => reduceToRoot(t, reduced[r] as TypedArray, 'sum', 3, 3, { segmentBytes: 4 << 20 }));
+    assert.ok((reduced[3] as Float64Array).every((x) => x === 2 * n));
   });
 });

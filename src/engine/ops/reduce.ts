@@ -3,7 +3,7 @@
  * own); the other ranks' buffers are work space and they get nothing back. Ranks agree on dtype,
  * reduce op, root and shape. Cached; never fused.
  */
-import { treeReduce } from '../../algorithms/tree_reduce.js';
+import { reduceToRoot } from '../../algorithms/reduce_to_root.js';
 import { kReduceOps, type ReduceOp } from '../../core/types.js';
 import { codeOf } from '../wire.js';
 import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck, rootCheck } from './agreement.js';
@@ -44,7 +44,7 @@ export const reduceOp: OpSpec<ReduceRequest> = {
       await ctx.communicate(buffer.byteLength, () => nativeReduce(buffer, request.reduceOp, request.root));
     } else {
       await ctx.communicate(buffer.byteLength, () =>
-        treeReduce(ctx.transport, buffer, request.reduceOp, request.root, ctx.tag, ctx.options),
+        reduceToRoot(ctx.transport, buffer, request.reduceOp, request.root, ctx.tag, ctx.options),
       );
     }
     return [{}];
