@@ -78,23 +78,33 @@ async function hubRun(
   return bufs;
 }
 
+/** Every dtype and op on the layouts of 2 Node ranks and 2 tabs and of interleaved kinds; a few on the others. */
+const kFullMatrix = new Set(['HHLL', 'LHLHH']);
+const kFewCombos: readonly [DType, ReduceOp][] = [
+  ['float32', 'average'],
+  ['float64', 'sum'],
+  ['int32', 'max'],
+  ['uint8', 'bxor'],
+];
+
 describe('allreduce through hubs', () => {
   for (const leaves of kLayouts) {
     const n = leaves.length;
-    it(`${describeLayout(leaves)}: every dtype and op, lengths 0 to several segments, as the flat ring, the same bits everywhere`, async () => {
-      for (const dtype of kDTypes) {
-        for (const op of opsFor(dtype)) {
-          for (const length of [0, 1, 3, 4, 5, 33, 257]) {
-            const inputs = Array.from({ length: n }, (_, r) => exactInputs(dtype, op, length, 31 * r + length));
-            const got = await hubRun(inputs, op, leaves);
-            const flat = await flatAllreduce(inputs, op);
-            const where = `${dtype} ${op} length ${length}`;
-            for (let r = 0; r < n; r++) {
-              assert.ok(sameBytes(got[r] as TypedArray, flat[r] as TypedArray), `${where} rank ${r}`);
-              assert.ok(sameBytes(got[r] as TypedArray, got[0] as TypedArray), `${where} rank ${r} against rank 0`);
-            }
-            if (!isFloat(dtype)) assert.ok(sameBytes(got[0] as TypedArray, referenceReduce(dtype, op, inputs)), where);
+    const name = describeLayout(leaves);
+    const full = kFullMatrix.has(name);
+    it(`${name}: ${full ? 'every dtype and op' : 'four dtypes and ops'}, lengths 0, 1, one segment and one element, several segments, as the flat ring, the same bits everywhere`, async () => {
+      const combos = full ? kDTypes.flatMap((dtype) => opsFor(dtype).map((op) => [dtype, op] as const)) : kFewCombos;
+      for (const [dtype, op] of combos) {
+        for (const length of [0, 1, 17, 257]) {
+          const inputs = Array.from({ length: n }, (_, r) => exactInputs(dtype, op, length, 31 * r + length));
+          const got = await hubRun(inputs, op, leaves);
+          const flat = await flatAllreduce(inputs, op);
+          const where = `${dtype} ${op} length ${length}`;
+          for (let r = 0; r < n; r++) {
+            assert.ok(sameBytes(got[r] as TypedArray, flat[r] as TypedArray), `${where} rank ${r}`);
+            assert.ok(sameBytes(got[r] as TypedArray, got[0] as TypedArray), `${where} rank ${r} against rank 0`);
           }
+          if (!isFloat(dtype)) assert.ok(sameBytes(got[0] as TypedArray, referenceReduce(dtype, op, inputs)), where);
         }
       }
     });
