@@ -249,6 +249,12 @@ export class Calls {
     }
   }
 
+  /** The context of a call with option 'processSet' `value` (the world's when undefined), checked as for any call. */
+  contextOf(value: unknown): CallContext {
+    const set = parseProcessSet(value, this.owner.runtime, this.owner.rank);
+    return set ? this.contextOfSet(set) : this.world;
+  }
+
   /** The call prepared in the context of option 'processSet' (the world's when unset). */
   private scoped<A>(prepare: Prepare<A>, argument: A, options: unknown, joinCall: boolean): Prepared {
     const value = typeof options === 'object' && options !== null ? (options as { processSet?: unknown }).processSet : undefined;
@@ -282,6 +288,7 @@ export class Calls {
     return {
       rank: set ? set.rank() : rank,
       size: set ? set.size() : size,
+      ...(set && { set: { id: set.id, ranks: set.ranks } }),
       nameFor: (op, name, label) => {
         if (name !== undefined) return name;
         const key = `${scope}${op}`;

@@ -32,9 +32,16 @@ const kTypes = [
   'ready-step',
 ] as const;
 
-/** Types that belong to a process set: each carries the set's id. */
+/** Types that belong to a process set: each carries the set's id (a p2p message's: the set it is matched in). */
 function ofSet(type: ControlMessage['type']): boolean {
-  return type === 'requests' || type === 'responses' || type === 'ready' || type === 'ready-step';
+  return (
+    type === 'requests' ||
+    type === 'responses' ||
+    type === 'ready' ||
+    type === 'ready-step' ||
+    type === 'p2p-offer' ||
+    type === 'p2p-withdraw'
+  );
 }
 
 function writeRequest(w: Writer, r: Request): void {

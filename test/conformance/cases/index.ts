@@ -14,6 +14,7 @@ import { gatherCases } from './gather.js';
 import { negotiationCases } from './negotiation.js';
 import { objectCases } from './objects.js';
 import { pointToPointCases } from './point_to_point.js';
+import { pointToPointPatternCases } from './point_to_point_patterns.js';
 import { reduceCases } from './reduce.js';
 import { reducescatterCases } from './reducescatter.js';
 import { scatterCases } from './scatter.js';
@@ -30,6 +31,7 @@ export const kCases: readonly ConformanceCase[] = [
   ...gatherCases,
   ...scatterCases,
   ...pointToPointCases,
+  ...pointToPointPatternCases,
   ...objectCases,
   ...negotiationCases,
   ...setsAndJoinCases,
