@@ -234,8 +234,8 @@ export class PointToPoint {
     }
     pending.timer = this.deadline(request, () => {
       take(this.recvs, key, (r) => r === pending);
-      const sender = request.peer === kAnyPeer ? 'no rank' : this.rankName(request);
-      settle(new TimeoutError(`${this.describe(request)}: ${sender} sent nothing within ${this.timeoutOf(request)} ms`));
+      const what = request.peer === kAnyPeer ? 'no rank sent a message' : `${this.rankName(request)} sent nothing`;
+      settle(new TimeoutError(`${this.describe(request)}: ${what} within ${this.timeoutOf(request)} ms`));
     });
     push(this.recvs, key, pending);
   }
