@@ -55,6 +55,8 @@ function writeRequest(w: Writer, r: Request): void {
     w.u32(r.group.size);
     w.u32(r.group.index);
   }
+  // 0: none (a deadline is at least 1 ms).
+  w.u32(r.timeoutMs ?? 0);
   specOf(r).write(w, r);
 }
 
@@ -71,6 +73,8 @@ function readRequest(r: Reader): Request {
     if (index >= size) r.fail(`member ${index} of a group of ${size}`);
     base.group = { name: groupName, size, index };
   }
+  const timeoutMs = r.u32('timeout');
+  if (timeoutMs > 0) base.timeoutMs = timeoutMs;
   return specOf(base as Request).read(r, base as never);
 }
 

@@ -39,7 +39,7 @@ const samples: ControlMessage[] = [
       {
         kind: 'execute',
         names: ['w'],
-        request: { name: 'w', op: 'broadcast', dtype: 'int16', shape: [3], root: 2 },
+        request: { name: 'w', op: 'broadcast', dtype: 'int16', shape: [3], root: 2, timeoutMs: 2 ** 31 - 1 },
         counts: [],
       },
       { kind: 'error', names: ['c'], errorKind: 'MismatchError', message: "Mismatched data types for tensor 'c'" },

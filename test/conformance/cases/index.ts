@@ -10,6 +10,7 @@ import { barrierCases } from './barrier.js';
 import { broadcastCases } from './broadcast.js';
 import type { ConformanceCase } from './case.js';
 import { compressionCases } from './compression.js';
+import { deadlineCases } from './deadlines.js';
 import { gatherCases } from './gather.js';
 import { negotiationCases } from './negotiation.js';
 import { objectCases } from './objects.js';
@@ -36,6 +37,7 @@ export const kCases: readonly ConformanceCase[] = [
   ...negotiationCases,
   ...setsAndJoinCases,
   ...compressionCases,
+  ...deadlineCases,
 ];
 
 const names = new Set<string>();
