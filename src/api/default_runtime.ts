@@ -350,7 +350,9 @@ export const sendSync = (tensor: TensorLike, options: SendOptions): void => inst
  * @example const { data, from } = await rr.recv(new Float32Array(1024), { from: 'any' });
  */
 export function recv<T extends TensorLike>(into: T, options: RecvOptions & { from: 'any' }): Promise<Received<T>>;
+/** {@link recv} from one rank: resolves to `into`, filled. */
 export function recv<T extends TensorLike>(into: T, options: RecvOptions & { from: number }): Promise<T>;
+/** The implementation of both forms. */
 export function recv<T extends TensorLike>(into: T, options: RecvOptions): Promise<T | Received<T>> {
   return withInstance((rr) => rr.recv(into, options as RecvOptions & { from: number }));
 }
@@ -361,7 +363,9 @@ export function recv<T extends TensorLike>(into: T, options: RecvOptions): Promi
  * @example const got = rr.recvSync(new Float32Array(1024), { from: 0, tag: 7 });
  */
 export function recvSync<T extends TensorLike>(into: T, options: RecvOptions & { from: 'any' }): Received<T>;
+/** {@link recvSync} from one rank: returns `into`, filled. */
 export function recvSync<T extends TensorLike>(into: T, options: RecvOptions & { from: number }): T;
+/** The implementation of both forms. */
 export function recvSync<T extends TensorLike>(into: T, options: RecvOptions): T | Received<T> {
   return instance().recvSync(into, options as RecvOptions & { from: number });
 }
