@@ -73,8 +73,9 @@ export class StallInspector {
     this.warned.clear();
   }
 
-  private warns(): boolean {
-    const { warningMs, timeoutMs } = this.options;
+  /** Whether a name with this deadline gets a warning first (not when it fails before). */
+  private warns(timeoutMs: number): boolean {
+    const { warningMs } = this.options;
     return warningMs > 0 && (timeoutMs <= 0 || warningMs < timeoutMs);
   }
 
@@ -86,7 +87,7 @@ export class StallInspector {
       waitingNow.add(name);
       const timeout = entry.timeoutMs ?? timeoutMs;
       if (timeout > 0) due = Math.min(due, entry.since + timeout);
-      if (this.warns() && !this.warned.has(name)) due = Math.min(due, entry.since + warningMs);
+      if (this.warns(timeout) && !this.warned.has(name)) due = Math.min(due, entry.since + warningMs);
     }
     for (const name of this.warned) if (!waitingNow.has(name)) this.warned.delete(name);
     return due;
@@ -103,7 +104,7 @@ export class StallInspector {
       const timeout = entry.timeoutMs ?? timeoutMs;
       if (timeout > 0 && now - entry.since >= timeout) {
         stalled.push({ name, message: timeoutMessage(name, entry, timeout), submitted: ranksWhere(entry, true) });
-      } else if (this.warns() && !this.warned.has(name) && now - entry.since >= warningMs) {
+      } else if (this.warns(timeout) && !this.warned.has(name) && now - entry.since >= warningMs) {
         toWarn.push([name, entry]);
         this.warned.add(name);
       }
@@ -150,7 +151,15 @@ export function warningMessage(names: readonly [string, WaitingName][], warningM
       const more = list.length > kNamesPerRank ? ` and ${list.length - kNamesPerRank} more` : '';
       return `rank ${rank} has not submitted ${shown}${more}`;
     });
-  const outcome = timeoutMs > 0 ? `they fail after ${timeoutMs} ms` : 'RINGREDUCE_STALL_TIMEOUT_MS is 0, so they wait forever';
+  // A name's own deadline (option 'timeoutMs') replaces the stall timeout.
+  const deadlines = new Set(names.map(([, entry]) => entry.timeoutMs ?? timeoutMs));
+  const [only] = deadlines;
+  const outcome =
+    deadlines.size > 1
+      ? 'they fail at their deadlines'
+      : (only as number) > 0
+        ? `they fail after ${only} ms`
+        : 'RINGREDUCE_STALL_TIMEOUT_MS is 0, so they wait forever';
   return (
     `Stall: ${names.length === 1 ? '1 tensor has' : `${names.length} tensors have`} waited ${warningMs} ms for some ranks: ` +
     `${parts.join('; ')}. Those ranks are stuck or slow, or submit other tensors (or in another order); ${outcome}.`
