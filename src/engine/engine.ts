@@ -133,6 +133,7 @@ export class Engine {
       },
       post: (message) => this.post(message),
       fail: (error) => this.fail(error),
+      members: (set) => this.members.get(set),
     });
     this.transport.onControl((peer, payload) => this.onControl(peer, payload));
     this.transport.onPeerFailure((peer, error) => this.onPeerFailure(peer, error));
@@ -378,7 +379,7 @@ export class Engine {
         this.p2p.onAnswer(peer, message);
         return;
       case 'p2p-withdraw':
-        this.p2p.onWithdraw(peer, message.sequence, message.tag);
+        this.p2p.onWithdraw(peer, message.sequence, message.tag, message.set);
         return;
     }
   }

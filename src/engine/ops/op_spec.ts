@@ -25,6 +25,8 @@ export interface RequestBase<Op extends string = string> {
   shape: number[];
   /** A member of a grouped collective: it runs only together with the whole group (groups.ts). */
   group?: GroupTag;
+  /** The caller's deadline for every rank to submit it, in ms (option 'timeoutMs'; coordinator.ts); unset: the stall timeout. */
+  timeoutMs?: number;
 }
 
 /** Which group a request belongs to: its name, how many members it has, and which one this is. */
