@@ -30,6 +30,7 @@ import { Command } from 'commander';
 import puppeteer, { type Page } from 'puppeteer-core';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { kHeadlessFlags } from '../src/launcher/browser/headless.js';
+import { rawRound } from './browser_round.js';
 import { idlePercent, machineLine } from './machine.js';
 
 const kRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -295,8 +296,21 @@ function ringreduce(): Promise<RingreduceFigures> {
   });
 }
 
+/** The raw all-to-all round of 4-byte messages (browser_round.ts), in a browser of its own. */
+async function roundFloor(): Promise<{ p50Us: number; meanUs: number }> {
+  const profile = mkdtempSync(join(tmpdir(), 'ringreduce-bench-chromium-'));
+  const browser = await puppeteer.launch({ executablePath: kChromium, headless: true, userDataDir: profile, args: kFlags });
+  try {
+    return await rawRound(browser, Number(options.small));
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
 const idle = await idlePercent();
 const rawFigures = await raw();
+const floor = await roundFloor();
 const ours = await ringreduce();
 const mbps = (value: number | undefined) => (value === undefined ? '-' : value.toFixed(1).padStart(7));
 const ratio = (a: number | undefined, b: number) => (a === undefined ? '-' : `${((100 * a) / b).toFixed(0)} %`);
@@ -318,7 +332,8 @@ console.log(
   `\nallreduce of ${options.mib} MiB on 2 Node ranks + 2 tabs: ${ours.allreduce.ms.toFixed(0)} ms, bus bandwidth ${ours.allreduce.busMBps.toFixed(1)} MB/s = ${ratio(ours.allreduce.busMBps, slowest)} of the slowest raw link (${slowest.toFixed(1)} MB/s)`,
 );
 console.log(
-  `allreduce of 4 B on the same ranks: p50 ${(ours.small.p50 / 1000).toFixed(2)} ms, mean ${(ours.small.mean / 1000).toFixed(2)} ms`,
+  `allreduce of 4 B on the same ranks: p50 ${(ours.small.p50 / 1000).toFixed(2)} ms, mean ${(ours.small.mean / 1000).toFixed(2)} ms; ` +
+    `raw all-to-all round of 4 B on the same kinds of link (the floor): p50 ${(floor.p50Us / 1000).toFixed(2)} ms, mean ${(floor.meanUs / 1000).toFixed(2)} ms`,
 );
 const ms = (us: number | undefined) => (us === undefined ? '-' : (us / 1000).toFixed(2));
 console.log('\n| round trip of 4 B (p50, ms) | raw | ringreduce (rr.send, rr.recv) |');

@@ -74,7 +74,7 @@ function runFile(file, buffered) {
       running.delete(child);
       if (held.length > 0) process.stdout.write(Buffer.concat(held));
       const count = (name) => Number(new RegExp(`^# ${name} (\\d+)$`, 'm').exec(tail)?.[1] ?? 0);
-      const seconds = ((performance.now() - started) / 1000).toFixed(1);
+      const seconds = Math.round((performance.now() - started) / 100) / 10;
       let failure = null;
       if (timedOut) failure = `did not finish within ${fileTimeoutMs / 1000} s: killed with its children`;
       else if (code !== 0) failure = `exited with ${signal ?? `code ${code}`}`;
@@ -122,5 +122,8 @@ const failed = results.filter((r) => r.failure !== null);
 console.log(
   `# files ${results.length}, tests ${sum('tests')}, pass ${sum('pass')}, fail ${sum('fail')}, skipped ${sum('skipped')}`,
 );
+// The slowest files, for whoever has to keep the whole run within CI's time.
+const slowest = [...results].sort((a, b) => b.seconds - a.seconds).slice(0, 10);
+console.log(`# slowest files: ${slowest.map((r) => `${r.file.replace(/^dist\/test\//, '')} ${r.seconds} s`).join(', ')}`);
 for (const r of failed) console.log(`# FAILED ${r.file} (${r.seconds} s): ${r.failure}`);
 process.exit(failed.length > 0 ? 1 : 0);

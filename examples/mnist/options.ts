@@ -8,6 +8,8 @@
  *   --lr X              MNIST_LR              single-rank Adam learning rate, scaled by size × K (default 0.001)
  *   --warmup-epochs N   MNIST_WARMUP_EPOCHS   learning-rate warm-up (default 2)
  *   --backend B         MNIST_BACKEND         wasm (default) or cpu
+ *   --browser-backend B MNIST_BROWSER_BACKEND the browser ranks' backend: wasm, cpu or webgl (default: --backend);
+ *                                             ranks on different backends re-synchronise their weights each epoch
  *   --compression C     MNIST_COMPRESSION     none (default) or fp16: gradients sent as half precision
  *                                             (DistributedOptimizer's compression)
  *   --min-accuracy X    MNIST_MIN_ACCURACY    fail below this test accuracy (default 0.9; 0 when --steps is set)
@@ -31,6 +33,7 @@ export interface TrainOptions {
   lr: number;
   warmupEpochs: number;
   backend: BackendName;
+  browserBackend: BackendName;
   compression: Compression;
   minAccuracy: number;
   dashboard: boolean;
@@ -48,6 +51,7 @@ const kFlags = {
   lr: { env: 'MNIST_LR', fallback: '0.001' },
   'warmup-epochs': { env: 'MNIST_WARMUP_EPOCHS', fallback: '2' },
   backend: { env: 'MNIST_BACKEND', fallback: 'wasm' },
+  'browser-backend': { env: 'MNIST_BROWSER_BACKEND', fallback: undefined },
   compression: { env: 'MNIST_COMPRESSION', fallback: 'none' },
   'min-accuracy': { env: 'MNIST_MIN_ACCURACY', fallback: undefined },
   'commit-every': { env: 'MNIST_COMMIT_EVERY', fallback: '4' },
@@ -79,6 +83,10 @@ export function parseOptions(argv: readonly string[], env: Readonly<Record<strin
   const positiveInt = (v: number) => Number.isSafeInteger(v) && v > 0;
   const backend = raw('backend');
   if (backend !== 'wasm' && backend !== 'cpu') throw new Error(`--backend must be wasm or cpu, got ${backend}`);
+  const browserBackend = raw('browser-backend') ?? backend;
+  if (browserBackend !== 'wasm' && browserBackend !== 'cpu' && browserBackend !== 'webgl') {
+    throw new Error(`--browser-backend must be wasm, cpu or webgl, got ${browserBackend}`);
+  }
   const compression = raw('compression');
   if (compression !== 'none' && compression !== 'fp16') throw new Error(`--compression must be none or fp16, got ${compression}`);
   const steps = number('steps', positiveInt);
@@ -90,6 +98,7 @@ export function parseOptions(argv: readonly string[], env: Readonly<Record<strin
     lr: number('lr', (v) => v > 0) as number,
     warmupEpochs: number('warmup-epochs', (v) => v >= 0) as number,
     backend,
+    browserBackend,
     compression,
     minAccuracy: number('min-accuracy', (v) => v >= 0 && v <= 1) ?? (steps === undefined ? 0.9 : 0),
     dashboard: values.dashboard === true || env.MNIST_DASHBOARD === '1',

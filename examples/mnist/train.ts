@@ -20,6 +20,7 @@ import { trainElastic } from './elastic.js';
 import { buildModel } from './model.js';
 import { parseOptions, type TrainOptions } from './options.js';
 import { ProgressLogger } from './progress.js';
+import { ResyncCallback } from './resync.js';
 
 const kTestCount = 2000;
 const kSplitSeed = 2024;
@@ -27,7 +28,8 @@ const kSplitSeed = 2024;
 async function main(): Promise<void> {
   // The same program runs on Node ranks and in browser tabs (ringrun --browser), which have no process.env.
   const options = parseOptions(rr.programArgs(), globalThis.process?.env ?? {});
-  await useBackend(options.backend);
+  const inBrowser = typeof process === 'undefined';
+  await useBackend(inBrowser ? options.browserBackend : options.backend);
   await rr.init();
   const rank = rr.rank();
   const size = rr.size();
@@ -36,6 +38,7 @@ async function main(): Promise<void> {
   // Every rank derives the same split, then keeps its own shard of it.
   const { train, test } = await loadMnist(kTestCount, kSplitSeed);
   if (options.elastic) return mainElastic(options, train, test);
+  const backends = [...new Set(await rr.allgatherObject(tf.getBackend()))];
   const shard = rrtf.shardRange(train.count, { rank, size });
   const perRank = Math.min(shard.end - shard.start, (options.steps ?? Number.POSITIVE_INFINITY) * options.batchSize);
   const mine = slice(train, shard.start, shard.start + perRank);
@@ -43,7 +46,7 @@ async function main(): Promise<void> {
   const passes = options.backwardPasses;
   const perUpdate = passes === 1 ? 'per step' : `per update of ${passes} batches`;
   log(
-    `MNIST on ${size} rank(s), tfjs backend ${tf.getBackend()}: ${perRank} training samples per rank, ` +
+    `MNIST on ${size} rank(s), tfjs backend ${backends.join(' and ')}: ${perRank} training samples per rank, ` +
       `batch ${options.batchSize} per rank (${options.batchSize * size * passes} ${perUpdate}), ${options.epochs} epoch(s)` +
       (options.compression === 'none' ? '' : `, gradients compressed to ${options.compression}`),
   );
@@ -71,6 +74,8 @@ async function main(): Promise<void> {
       new rrtf.MetricAverageCallback(),
       new rrtf.LearningRateWarmupCallback({ initialLearningRate: lr, warmupEpochs: options.warmupEpochs }),
       ...(options.dashboard ? [new rrtf.DashboardCallback()] : []),
+      // Ranks on different backends drift apart: rank 0's weights again after each epoch.
+      ...(backends.length > 1 ? [new ResyncCallback(log)] : []),
       progress,
     ],
   });

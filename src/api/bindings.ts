@@ -88,7 +88,7 @@ export class Bindings {
 }
 
 function isPeer(request: Request | PeerRequest): request is PeerRequest {
-  return request.op === 'send' || request.op === 'recv';
+  return request.op === 'send' || request.op === 'recv' || request.op === 'batchSendRecv';
 }
 
 /** Whether two requests (plain data: numbers, strings, arrays of numbers, a group tag) are the same. */

@@ -42,11 +42,13 @@ export interface Prepared extends Call {
 export interface CallContext {
   readonly rank: number;
   readonly size: number;
+  /** In a process set: its id and its members (job ranks, in set order), which send and recv translate to. */
+  readonly set?: { readonly id: number; readonly ranks: readonly number[] };
   /**
    * The request's name: the caller's, or the next unnamed one of `op` (`label` instead of the op,
-   * for calls that are never matched by name: send and recv).
+   * for calls that are never matched by name: send, recv and batchSendRecv).
    */
-  nameFor(op: CollectiveOp | 'send' | 'recv', name: string | undefined, label?: string): string;
+  nameFor(op: CollectiveOp | 'send' | 'recv' | 'batchSendRecv', name: string | undefined, label?: string): string;
   /** Fresh shared memory for `length` elements of the tensor's dtype, counted so that it is freed in time. */
   fresh(t: ParsedTensor, length?: number): TypedArray;
   /** Reused shared memory for input copies the engine needs (their layout is known only after negotiation). */

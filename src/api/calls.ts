@@ -15,6 +15,7 @@ import type { TypedArray } from '../core/types.js';
 import type { Request } from '../engine/messages.js';
 import type { CallContext, Prepared } from './call.js';
 import type { EngineLink } from './engine_client.js';
+import { parseTimeout } from './ops/point_to_point.js';
 import { type ProcessSet, parseProcessSet } from './process_set.js';
 import { type ParsedTensor, parseName } from './tensor_args.js';
 
@@ -217,7 +218,11 @@ export class Calls {
       return calls[0] as Prepared;
     };
     const first = this.scoped(prepareAll, undefined, options, false);
-    for (const call of calls) call.set = first.set;
+    const { timeoutMs } = first.request as Request;
+    for (const call of calls) {
+      call.set = first.set;
+      if (timeoutMs !== undefined) (call.request as Request).timeoutMs = timeoutMs;
+    }
     let claimed = 0;
     try {
       for (const call of calls) {
@@ -249,10 +254,19 @@ export class Calls {
     }
   }
 
+  /** The context of a call with option 'processSet' `value` (the world's when undefined), checked as for any call. */
+  contextOf(value: unknown): CallContext {
+    const set = parseProcessSet(value, this.owner.runtime, this.owner.rank);
+    return set ? this.contextOfSet(set) : this.world;
+  }
+
   /** The call prepared in the context of option 'processSet' (the world's when unset). */
   private scoped<A>(prepare: Prepare<A>, argument: A, options: unknown, joinCall: boolean): Prepared {
-    const value = typeof options === 'object' && options !== null ? (options as { processSet?: unknown }).processSet : undefined;
+    const given =
+      typeof options === 'object' && options !== null ? (options as { processSet?: unknown; timeoutMs?: unknown }) : {};
+    const value = given.processSet;
     const set = value === undefined ? undefined : parseProcessSet(value, this.owner.runtime, this.owner.rank);
+    const timeoutMs = parseTimeout(given.timeoutMs);
     // Refused before the call takes an unnamed name: ranks match unnamed calls by their count.
     if (!joinCall && this.joining.size > 0 && this.joining.has(set?.id ?? 0)) {
       const where = set ? `process set ${set.id}` : 'the job';
@@ -260,9 +274,10 @@ export class Calls {
         `rank ${this.owner.rank} has joined ${where}: wait for join() to resolve before its next collective`,
       );
     }
-    if (!set) return prepare(this.world, argument, options);
-    const prepared = prepare(this.contextOfSet(set), argument, options);
-    prepared.set = set.id;
+    const prepared = prepare(set ? this.contextOfSet(set) : this.world, argument, options);
+    if (set) prepared.set = set.id;
+    // A collective's deadline is rank 0's to apply (engine/coordinator.ts); sends and recvs keep theirs.
+    if (timeoutMs !== undefined && !isPeer(prepared.request)) (prepared.request as Request).timeoutMs = timeoutMs;
     return prepared;
   }
 
@@ -282,6 +297,7 @@ export class Calls {
     return {
       rank: set ? set.rank() : rank,
       size: set ? set.size() : size,
+      ...(set && { set: { id: set.id, ranks: set.ranks } }),
       nameFor: (op, name, label) => {
         if (name !== undefined) return name;
         const key = `${scope}${op}`;
@@ -350,4 +366,8 @@ export class Calls {
     }
     return names;
   }
+}
+
+function isPeer(request: Prepared['request']): boolean {
+  return request.op === 'send' || request.op === 'recv' || request.op === 'batchSendRecv';
 }

@@ -14,6 +14,11 @@ import {
   type AlltoallOptions,
   type AlltoallResult,
   type BarrierOptions,
+  type BatchOp,
+  type BatchRecv,
+  type BatchResult,
+  type BatchResults,
+  type BatchSend,
   type BroadcastObjectOptions,
   type BroadcastOptions,
   type GatherObjectOptions,
@@ -24,6 +29,7 @@ import {
   type OpStats,
   type ProcessSet,
   type RankStats,
+  type Received,
   type RecvOptions,
   type ReduceOptions,
   type ReducescatterOptions,
@@ -42,6 +48,11 @@ export type {
   AlltoallOptions,
   AlltoallResult,
   BarrierOptions,
+  BatchOp,
+  BatchRecv,
+  BatchResult,
+  BatchResults,
+  BatchSend,
   BroadcastObjectOptions,
   BroadcastOptions,
   GatherObjectOptions,
@@ -51,6 +62,7 @@ export type {
   MonitoredBarrierOptions,
   OpStats,
   RankStats,
+  Received,
   RecvOptions,
   ReduceOptions,
   ReducescatterOptions,
@@ -318,7 +330,7 @@ export const scatterSync = (tensor: TensorLike | null, options?: ScatterOptions)
 /**
  * Sends a tensor to one rank, which receives it with {@link recv}: {@link RingReduce.send}.
  * @param tensor what to send
- * @param options `to` (the receiving rank), `tag` (default 0: matches the recv with the same tag), `processSet`
+ * @param options `to` (the receiving rank), `tag` (default 0: matches the recv with the same tag), `timeoutMs`, `processSet`
  * @example await rr.send(activations, { to: rr.rank() + 1 });
  */
 export const send = (tensor: TensorLike, options: SendOptions): Promise<void> => withInstance((rr) => rr.send(tensor, options));
@@ -332,19 +344,46 @@ export const sendSync = (tensor: TensorLike, options: SendOptions): void => inst
 /**
  * Receives what one rank sends this rank, into `into`: {@link RingReduce.recv}.
  * @param into the tensor to fill: the sender's dtype and length
- * @param options `from` (the sending rank), `tag` (default 0), `processSet`
- * @returns `into`, filled
+ * @param options `from` (the sending rank, or `'any'`), `tag` (default 0), `timeoutMs`, `processSet`
+ * @returns `into`, filled; for `from: 'any'`, `{ data: into, from }` with the sender's rank
  * @example const activations = await rr.recv(new Float32Array(1024), { from: rr.rank() - 1 });
+ * @example const { data, from } = await rr.recv(new Float32Array(1024), { from: 'any' });
  */
-export const recv = <T extends TensorLike>(into: T, options: RecvOptions): Promise<T> =>
-  withInstance((rr) => rr.recv(into, options));
+export function recv<T extends TensorLike>(into: T, options: RecvOptions & { from: 'any' }): Promise<Received<T>>;
+/** {@link recv} from one rank: resolves to `into`, filled. */
+export function recv<T extends TensorLike>(into: T, options: RecvOptions & { from: number }): Promise<T>;
+/** The implementation of both forms. */
+export function recv<T extends TensorLike>(into: T, options: RecvOptions): Promise<T | Received<T>> {
+  return withInstance((rr) => rr.recv(into, options as RecvOptions & { from: number }));
+}
 /**
  * {@link recv}, blocking this thread until done.
  * @param into the tensor to fill
  * @param options as for {@link recv}
  * @example const got = rr.recvSync(new Float32Array(1024), { from: 0, tag: 7 });
  */
-export const recvSync = <T extends TensorLike>(into: T, options: RecvOptions): T => instance().recvSync(into, options);
+export function recvSync<T extends TensorLike>(into: T, options: RecvOptions & { from: 'any' }): Received<T>;
+/** {@link recvSync} from one rank: returns `into`, filled. */
+export function recvSync<T extends TensorLike>(into: T, options: RecvOptions & { from: number }): T;
+/** The implementation of both forms. */
+export function recvSync<T extends TensorLike>(into: T, options: RecvOptions): T | Received<T> {
+  return instance().recvSync(into, options as RecvOptions & { from: number });
+}
+/**
+ * Several sends and recvs posted at once (torch's batch_isend_irecv): {@link RingReduce.batchSendRecv}.
+ * @param ops `{ op: 'send', tensor, to, ... }` and `{ op: 'recv', into, from, ... }` entries
+ * @returns the entries' results in order: undefined for a send, `into` (or `{ data, from }`) for a recv
+ * @example const [, left] = await rr.batchSendRecv([{ op: 'send', tensor: x, to: next }, { op: 'recv', into: y, from: prev }]);
+ */
+export const batchSendRecv = <const Ops extends readonly BatchOp[]>(ops: Ops): Promise<BatchResults<Ops>> =>
+  withInstance((rr) => rr.batchSendRecv(ops));
+/**
+ * {@link batchSendRecv}, blocking this thread until every entry is done.
+ * @param ops as for {@link batchSendRecv}
+ * @example rr.batchSendRecvSync([{ op: 'send', tensor: x, to: next }, { op: 'recv', into: y, from: prev }]);
+ */
+export const batchSendRecvSync = <const Ops extends readonly BatchOp[]>(ops: Ops): BatchResults<Ops> =>
+  instance().batchSendRecvSync(ops);
 /**
  * Every rank's value (any structured-clone value), in rank order: {@link RingReduce.allgatherObject}.
  * @param value this rank's value

@@ -19,6 +19,7 @@ import { type AllgatherOptions, prepareAllgather } from './ops/allgather.js';
 import { type AllreduceOptions, prepareAllreduce } from './ops/allreduce.js';
 import { type AlltoallOptions, type AlltoallResult, prepareAlltoall } from './ops/alltoall.js';
 import { type BarrierOptions, prepareBarrier } from './ops/barrier.js';
+import { type BatchOp, type BatchResults, prepareBatchSendRecv } from './ops/batch_send_recv.js';
 import { type BroadcastOptions, prepareBroadcast } from './ops/broadcast.js';
 import { type GatherOptions, prepareGather } from './ops/gather.js';
 import { type JoinOptions, prepareJoin } from './ops/join.js';
@@ -48,6 +49,7 @@ import {
   prepareSend,
   prepareSystemRecv,
   prepareSystemSend,
+  type Received,
   type RecvOptions,
   type SendOptions,
 } from './ops/point_to_point.js';
@@ -64,12 +66,13 @@ export type { AllgatherOptions } from './ops/allgather.js';
 export type { AllreduceOptions } from './ops/allreduce.js';
 export type { AlltoallOptions, AlltoallResult } from './ops/alltoall.js';
 export type { BarrierOptions } from './ops/barrier.js';
+export type { BatchOp, BatchRecv, BatchResult, BatchResults, BatchSend } from './ops/batch_send_recv.js';
 export type { BroadcastOptions } from './ops/broadcast.js';
 export type { GatherOptions } from './ops/gather.js';
 export type { JoinOptions } from './ops/join.js';
 export type { MonitoredBarrierOptions } from './ops/monitored_barrier.js';
 export type { AllgatherObjectOptions, BroadcastObjectOptions, GatherObjectOptions, ScatterObjectOptions } from './ops/objects.js';
-export type { RecvOptions, SendOptions } from './ops/point_to_point.js';
+export type { Received, RecvOptions, SendOptions } from './ops/point_to_point.js';
 export type { ReduceOptions } from './ops/reduce.js';
 export type { ReducescatterOptions } from './ops/reducescatter.js';
 export type { ScatterOptions } from './ops/scatter.js';
@@ -355,15 +358,48 @@ export class RingReduce {
 
   /**
    * Receives the message rank `from` sends this rank with the same tag into `into` (same dtype and
-   * length as the message), and resolves to `into`.
+   * length as the message), and resolves to `into`. With `from: 'any'` it takes the first
+   * matching message from any rank (torch's `recv(t, src=None)`) and resolves to
+   * `{ data: into, from }`, `from` being the sender (a rank of `processSet`, when given).
    * @example const acts = await rr.recv(new Float32Array(n), { from: rr.rank() - 1, tag: 7 });
+   * @example const { data, from } = await rr.recv(new Float32Array(n), { from: 'any', tag: 7 });
    */
-  recv<T extends TensorLike>(into: T, options: RecvOptions): Promise<T> {
-    return this.calls.run(prepareRecv, into, options) as Promise<T>;
+  recv<T extends TensorLike>(into: T, options: RecvOptions & { from: 'any' }): Promise<Received<T>>;
+  recv<T extends TensorLike>(into: T, options: RecvOptions & { from: number }): Promise<T>;
+  recv<T extends TensorLike>(into: T, options: RecvOptions): Promise<T | Received<T>> {
+    return this.calls.run(prepareRecv, into, options) as Promise<T | Received<T>>;
   }
   /** {@link RingReduce.recv}, blocking the calling thread until done (see {@link RingReduce.allreduceSync}). */
-  recvSync<T extends TensorLike>(into: T, options: RecvOptions): T {
-    return this.calls.runSync('recvSync', prepareRecv, into, options) as T;
+  recvSync<T extends TensorLike>(into: T, options: RecvOptions & { from: 'any' }): Received<T>;
+  recvSync<T extends TensorLike>(into: T, options: RecvOptions & { from: number }): T;
+  recvSync<T extends TensorLike>(into: T, options: RecvOptions): T | Received<T> {
+    return this.calls.runSync('recvSync', prepareRecv, into, options) as T | Received<T>;
+  }
+
+  /**
+   * Posts several sends and recvs at once (torch's `batch_isend_irecv`): entries
+   * `{ op: 'send', tensor, to, tag?, timeoutMs?, processSet? }` and
+   * `{ op: 'recv', into, from, tag?, timeoutMs?, processSet? }`, each matched as the send or recv
+   * it names. Since all are under way together, rings and exchanges cannot deadlock. Resolves,
+   * once every entry has completed, to their results in order (undefined for a send, `into` or,
+   * for `from: 'any'`, `{ data: into, from }` for a recv); if some failed, rejects with the error
+   * of the first of them in the list, after the others have settled. An invalid entry is refused
+   * before any is posted.
+   * @example
+   * const [, fromLeft] = await rr.batchSendRecv([
+   *   { op: 'send', tensor: mine, to: (rank + 1) % size },
+   *   { op: 'recv', into: new Float32Array(n), from: (rank + size - 1) % size },
+   * ]);
+   */
+  batchSendRecv<const Ops extends readonly BatchOp[]>(ops: Ops): Promise<BatchResults<Ops>> {
+    return this.calls.run(this.batchCall, ops, undefined) as Promise<BatchResults<Ops>>;
+  }
+  /**
+   * {@link RingReduce.batchSendRecv}, blocking the calling thread until every entry is done (see
+   * {@link RingReduce.allreduceSync}): the way to exchange with ...Sync calls without deadlock.
+   */
+  batchSendRecvSync<const Ops extends readonly BatchOp[]>(ops: Ops): BatchResults<Ops> {
+    return this.calls.runSync('batchSendRecvSync', this.batchCall, ops, undefined) as BatchResults<Ops>;
   }
 
   /**
@@ -562,6 +598,10 @@ export class RingReduce {
     await this.elastic?.close();
     platform.rankClosed();
   }
+
+  /** batchSendRecv's preparation, each entry in the context of its own 'processSet'. */
+  private readonly batchCall: Prepare<unknown> = (world, ops) =>
+    prepareBatchSendRecv(world, ops, (set) => this.calls.contextOf(set));
 
   /** What the calls need of this rank: its place in the job (an elastic job's changes with each generation). */
   private owner(): CallOwner {

@@ -32,9 +32,16 @@ const kTypes = [
   'ready-step',
 ] as const;
 
-/** Types that belong to a process set: each carries the set's id. */
+/** Types that belong to a process set: each carries the set's id (a p2p message's: the set it is matched in). */
 function ofSet(type: ControlMessage['type']): boolean {
-  return type === 'requests' || type === 'responses' || type === 'ready' || type === 'ready-step';
+  return (
+    type === 'requests' ||
+    type === 'responses' ||
+    type === 'ready' ||
+    type === 'ready-step' ||
+    type === 'p2p-offer' ||
+    type === 'p2p-withdraw'
+  );
 }
 
 function writeRequest(w: Writer, r: Request): void {
@@ -48,6 +55,8 @@ function writeRequest(w: Writer, r: Request): void {
     w.u32(r.group.size);
     w.u32(r.group.index);
   }
+  // 0: none (a deadline is at least 1 ms).
+  w.u32(r.timeoutMs ?? 0);
   specOf(r).write(w, r);
 }
 
@@ -64,6 +73,8 @@ function readRequest(r: Reader): Request {
     if (index >= size) r.fail(`member ${index} of a group of ${size}`);
     base.group = { name: groupName, size, index };
   }
+  const timeoutMs = r.u32('timeout');
+  if (timeoutMs > 0) base.timeoutMs = timeoutMs;
   return specOf(base as Request).read(r, base as never);
 }
 

@@ -6,9 +6,10 @@
  * agreed order, whatever order the ranks submitted them in.
  *
  * Stalls: the StallInspector (observability/stall_inspector.ts) watches the waiting names. After
- * `stallWarningMs` it logs which ranks have not submitted which names; after `stallTimeoutMs`
- * the coordinator fails the name on every rank with a TimeoutError that names the ranks that
- * did and did not submit it. An idle job has no timer at all. Cached collectives never reach
+ * `stallWarningMs` it logs which ranks have not submitted which names; after `stallTimeoutMs`,
+ * or the smallest option 'timeoutMs' among the requests of the name (a caller's deadline),
+ * the coordinator fails the name on every rank that submitted it with a TimeoutError that names
+ * the ranks that did and did not submit it. An idle job has no timer at all. Cached collectives never reach
  * the coordinator (ranks agree on them in ready rounds), so rank 0's engine tells it, after
  * each round, which cached names some ranks have ready and others not (`watchCached`): those
  * stall and time out exactly like the others.
@@ -24,6 +25,8 @@ interface Pending {
   requests: (Request | undefined)[];
   count: number;
   since: number;
+  /** The smallest option 'timeoutMs' of the requests so far; unset: the stall timeout applies. */
+  timeoutMs?: number;
 }
 
 /** A joined rank's slot, for the stall inspector: it is not what the set waits for. */
@@ -152,7 +155,9 @@ export class Coordinator {
       const requests: (Request | undefined)[] = new Array(this.options.size).fill(undefined);
       for (const rank of ranks) requests[rank] = request;
       const since = this.cached.get(request.name)?.since ?? this.now();
-      next.set(request.name, { requests, count: ranks.length, since });
+      // Rank 0 knows only its own cached request: the ranks agreed on it without sending theirs.
+      const timeout = request.timeoutMs === undefined ? {} : { timeoutMs: request.timeoutMs };
+      next.set(request.name, { requests, count: ranks.length, since, ...timeout });
     }
     this.cached = next;
     this.stalls.update();
@@ -212,6 +217,7 @@ export class Coordinator {
     }
     entry.requests[rank] = request;
     entry.count++;
+    if (request.timeoutMs !== undefined) entry.timeoutMs = Math.min(entry.timeoutMs ?? request.timeoutMs, request.timeoutMs);
     if (request.group) this.groupOf.set(name, request.group);
     if (!this.joins.complete(entry.requests)) return undefined;
     this.pending.delete(name);

@@ -13,6 +13,7 @@
  */
 
 import { hierarchyOf, uniformHostLayout } from '../algorithms/hierarchy.js';
+import { hubsOf } from '../algorithms/hubs.js';
 import { type KernelSelector, selectKernel } from '../algorithms/reduce.js';
 import { createWasmKernels } from '../algorithms/reduce_wasm.js';
 import type { Config } from '../core/config.js';
@@ -60,6 +61,8 @@ export interface EngineOptions {
   stats?: StatsWriter;
   /** The host of every rank (topology.ts: exchanged at start-up); unset: not known, collectives run flat. */
   hosts?: readonly number[];
+  /** Which ranks run in a browser (topology.ts); unset: none does. */
+  browsers?: readonly boolean[];
   /**
    * The Chrome trace of this rank's phases, opened by the thread's entry (openTimeline: a file,
    * so Node only); the engine closes it at shutdown. Unset: no trace.
@@ -94,6 +97,8 @@ export class Engine {
   private readonly burstGate: BurstGate | undefined;
   /** The host of every rank (topology.ts: exchanged at start-up); unset: not known, collectives run flat. */
   private readonly hosts: readonly number[] | undefined;
+  /** Which ranks run in a browser (topology.ts: exchanged at start-up): the leaves of the hub collectives. */
+  private readonly browsers: readonly boolean[] | undefined;
   /** Calls submitted and not yet settled, by id; while any are, the transport watches the peers. */
   private readonly unsettled = new Map<number, Unsettled>();
   /** rr.stats(): the counters this engine writes (stats.ts). */
@@ -107,9 +112,10 @@ export class Engine {
     private readonly logger: Logger,
     options: EngineOptions = {},
   ) {
-    const { burstGate, stats = new StatsWriter(), hosts, timeline, collect } = options;
+    const { burstGate, stats = new StatsWriter(), hosts, browsers, timeline, collect } = options;
     this.burstGate = burstGate;
     this.hosts = hosts;
+    this.browsers = browsers;
     this.stats = stats;
     this.timeline = timeline;
     this.reclaimer = new SharedMemoryReclaimer({ adaptive: true, ...(collect && { collect }) });
@@ -127,6 +133,7 @@ export class Engine {
       },
       post: (message) => this.post(message),
       fail: (error) => this.fail(error),
+      members: (set) => this.members.get(set),
     });
     this.transport.onControl((peer, payload) => this.onControl(peer, payload));
     this.transport.onPeerFailure((peer, error) => this.onPeerFailure(peer, error));
@@ -240,6 +247,9 @@ export class Engine {
     // The world, or a set whose members sit host by host in equal numbers, may run hierarchically.
     const hosts = this.hosts;
     const layout = hosts && uniformHostLayout(ranks.map((r) => hosts[r] as number));
+    // A set that mixes browser ranks with Node ranks runs its large allreduces through the Node ranks.
+    const inBrowser = (r: number) => this.browsers?.[r] === true;
+    const hubs = this.browsers && hubsOf(view, ranks.map(inBrowser));
     const engine = new SetEngine(
       {
         id,
@@ -251,6 +261,7 @@ export class Engine {
         timeline: this.timeline,
         stats: this.stats,
         hierarchy: layout && hierarchyOf(view, layout),
+        hubs,
       },
       view,
       {
@@ -368,7 +379,7 @@ export class Engine {
         this.p2p.onAnswer(peer, message);
         return;
       case 'p2p-withdraw':
-        this.p2p.onWithdraw(peer, message.sequence, message.tag);
+        this.p2p.onWithdraw(peer, message.sequence, message.tag, message.set);
         return;
     }
   }

@@ -23,7 +23,7 @@ import { EngineRings, type RingCall } from './hand_off.js';
 import { StatsWriter } from './stats.js';
 import { type Settlement, SyncMailboxWriter } from './sync_mailbox.js';
 import type { Entry } from './tensor_queue.js';
-import { exchangeHosts } from './topology.js';
+import { exchangeTopology, type Topology } from './topology.js';
 import {
   type EngineInit,
   type FromEngine,
@@ -53,6 +53,8 @@ export interface EngineObserver {
 
 export interface EngineHost {
   readonly init: EngineInit;
+  /** A browser's engine: its rank is a leaf of the hub collectives (algorithms/hubs.ts). */
+  readonly browser?: boolean;
   readonly logger: Logger;
   readonly backends: EngineBackends;
   /** Calls `onMessage` with each message of the caller, in order, until the returned function is called. */
@@ -183,10 +185,10 @@ export async function runEngine(host: EngineHost): Promise<void> {
   const because = sayWhyJoined(config, logger);
   let backend: BackendName;
   let connection: TransportHandle;
-  let hosts: number[] | undefined;
+  let topology: Topology;
   try {
     ({ backend, connection } = await connect(host));
-    hosts = await exchangeHosts(connection.transport, config).catch(async (error) => {
+    topology = await exchangeTopology(connection.transport, config, host.browser === true).catch(async (error) => {
       await connection.close();
       throw error;
     });
@@ -241,12 +243,14 @@ export async function runEngine(host: EngineHost): Promise<void> {
     rings.takeSubmissions(takeRingCall);
   };
   const gate = config.burstHoldMs > 0 ? new BurstGate(signal, kSignalBurst, config.burstHoldMs, drainSubmissions) : undefined;
+  const { hosts, browsers } = topology;
   if (hosts === undefined) logger.info("the launcher's placements do not say which host each rank is on: collectives run flat");
   const timeline = host.openTimeline?.(config);
   const engine = new Engine(config, connection.transport, (message) => settler.post(message), logger, {
     ...(gate && { burstGate: gate }),
     stats: new StatsWriter(stats),
     ...(hosts && { hosts }),
+    ...(browsers.includes(true) && { browsers }),
     ...(timeline && { timeline }),
     ...(host.collect && { collect: host.collect }),
   });

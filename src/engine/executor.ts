@@ -7,6 +7,7 @@
  */
 
 import type { Hierarchy } from '../algorithms/hierarchy.js';
+import type { Hubs } from '../algorithms/hubs.js';
 import type { AlgorithmOptions } from '../algorithms/options.js';
 import type { KernelSelector } from '../algorithms/reduce.js';
 import { BufferPool } from '../core/buffer_pool.js';
@@ -35,6 +36,8 @@ export interface ExecutorSettings {
   membership?: Membership;
   /** The set's hosts, when its layout allows hierarchical collectives; and when to run them (Config). */
   hierarchy?: Hierarchy | undefined;
+  /** The set's hubs and their leaves, when it mixes browser ranks with Node ranks (algorithms/hubs.ts). */
+  hubs?: Hubs | undefined;
   hierarchicalAllreduce: HierarchicalMode;
   hierarchicalAllgather: HierarchicalMode;
 }
@@ -94,6 +97,7 @@ export class Executor {
       native: this.native,
       membership: this.settings.membership,
       hierarchy: this.settings.hierarchy,
+      hubs: this.settings.hubs,
       hierarchicalAllreduce: this.settings.hierarchicalAllreduce,
       hierarchicalAllgather: this.settings.hierarchicalAllgather,
       async communicate(bytes, run) {

@@ -75,15 +75,18 @@ export type ControlMessage =
   /** A rank's shutdown() reached its engine; the coordinator answers shutdown-ack once all did. */
   | { type: 'shutdown' }
   | { type: 'shutdown-ack' }
-  /** Point-to-point (point_to_point.ts), between the two ranks only: a send offers its message... */
-  | { type: 'p2p-offer'; tag: number; sequence: number; dtype: WireDType; length: number }
+  /**
+   * Point-to-point (point_to_point.ts), between the two ranks only: a send offers its message
+   * (`set`: the process set it belongs to, unset: the world)...
+   */
+  | { type: 'p2p-offer'; set?: number; tag: number; sequence: number; dtype: WireDType; length: number }
   /**
    * ...the receiver accepts it (the data follows), refuses it (with the mismatch both sides
    * report), or confirms that the sender withdrew it before it was matched...
    */
   | { type: 'p2p-answer'; sequence: number; outcome: PeerOutcome; message: string }
   /** ...which the sender asks for once its deadline has passed. */
-  | { type: 'p2p-withdraw'; sequence: number; tag: number };
+  | { type: 'p2p-withdraw'; set?: number; sequence: number; tag: number };
 
 export type PeerOutcome = 'accepted' | 'mismatch' | 'withdrawn';
 export const kPeerOutcomes: readonly PeerOutcome[] = ['accepted', 'mismatch', 'withdrawn'];

@@ -14,6 +14,7 @@
  * inside the set; the engine (engine.ts) maps them to the job's ranks on the wire.
  */
 import type { Hierarchy } from '../algorithms/hierarchy.js';
+import type { Hubs } from '../algorithms/hubs.js';
 import type { Config } from '../core/config.js';
 import { fromErrorRecord, PeerFailureError, ShutdownError, toErrorRecord } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
@@ -51,6 +52,8 @@ export interface SetEngineSettings {
   stats?: StatsWriter;
   /** The set's hosts as local and cross views, when its layout allows hierarchical collectives (algorithms/hierarchy.ts). */
   hierarchy?: Hierarchy | undefined;
+  /** The set's hubs and their leaves, when it mixes browser ranks with Node ranks (algorithms/hubs.ts). */
+  hubs?: Hubs | undefined;
 }
 
 /** An entry as the engine queues it: stamped with its submission time (performance.now()). */
@@ -116,6 +119,7 @@ export class SetEngine {
       timeline: settings.timeline,
       processSet: settings.id,
       hierarchy: settings.hierarchy,
+      hubs: settings.hubs,
       hierarchicalAllreduce: config.hierarchicalAllreduce,
       hierarchicalAllgather: config.hierarchicalAllgather,
       ...(hooks.membership ? { membership: hooks.membership } : {}),

@@ -1,6 +1,7 @@
 /**
  * Which host each rank of the job runs on, for the hierarchical collectives
- * (algorithms/hierarchy.ts) and the cross-host byte counters (counting_transport.ts).
+ * (algorithms/hierarchy.ts) and the cross-host byte counters (counting_transport.ts); and which
+ * ranks run in a browser, the leaves of the hub collectives (algorithms/hubs.ts).
  *
  * How it works: each rank knows only its own placement, from the launcher (local rank and size,
  * cross rank and size: core/config.ts). Before the engine runs anything, the ranks allgather them
@@ -9,7 +10,8 @@
  * ranks 0..L-1, and there are cross size hosts). Then a rank's host is its cross rank; otherwise
  * (a launcher that sets local values but no cross rank, say) no rank knows the hosts and every
  * collective runs flat. A job on one host (local size = size) skips the exchange: every rank
- * knows that all share its host.
+ * knows that all share its host, and none is a browser's (each tab is a host of its own:
+ * launcher/browser/browser_job.ts).
  */
 import { ringAllgather } from '../algorithms/ring_allgather.js';
 import type { Config } from '../core/config.js';
@@ -18,21 +20,29 @@ import { kStartupTag } from './tags.js';
 
 export type Placement = Pick<Config, 'localRank' | 'localSize' | 'crossRank' | 'crossSize'>;
 
-const kFields = 4;
+const kFields = 5;
 
-/** The host of every rank (undefined where the placements do not describe hosts); every rank calls it at start-up. */
-export async function exchangeHosts(transport: Transport, config: Config): Promise<number[] | undefined> {
+export interface Topology {
+  /** The host of every rank; undefined where the placements do not describe hosts. */
+  hosts: number[] | undefined;
+  /** Whether each rank runs in a browser. */
+  browsers: boolean[];
+}
+
+/** Every rank's host and kind; every rank calls it at start-up (`browser`: this rank runs in a browser). */
+export async function exchangeTopology(transport: Transport, config: Config, browser: boolean): Promise<Topology> {
   const { size, rank, localSize } = config;
-  if (size === 1) return [0];
-  if (localSize === size) return new Array<number>(size).fill(0);
+  if (size === 1) return { hosts: [0], browsers: [browser] };
+  if (localSize === size) return { hosts: new Array<number>(size).fill(0), browsers: new Array<boolean>(size).fill(false) };
   const all = new Int32Array(kFields * size);
-  all.set([config.localRank, config.localSize, config.crossRank, config.crossSize], kFields * rank);
+  all.set([config.localRank, config.localSize, config.crossRank, config.crossSize, browser ? 1 : 0], kFields * rank);
   await ringAllgather(transport, all, new Array<number>(size).fill(kFields), kStartupTag);
+  const fields = (r: number) => all.subarray(kFields * r, kFields * (r + 1));
   const placements = Array.from({ length: size }, (_, r) => {
-    const [localRank, localSize, crossRank, crossSize] = all.subarray(kFields * r, kFields * (r + 1));
+    const [localRank, localSize, crossRank, crossSize] = fields(r);
     return { localRank, localSize, crossRank, crossSize } as Placement;
   });
-  return hostsOf(placements);
+  return { hosts: hostsOf(placements), browsers: Array.from({ length: size }, (_, r) => fields(r)[4] === 1) };
 }
 
 /** Each rank's host (its cross rank) when the placements describe hosts consistently, else undefined. */

@@ -98,6 +98,7 @@ function start(event: MessageEvent): void {
   if (config.timeline) logger.warn(`a browser rank writes no timeline (it has no file system): ${config.timeline} is ignored`);
   runEngine({
     init,
+    browser: true,
     logger,
     backends: browserBackends(config, scope as unknown as PagePort),
     listen(onMessage) {

@@ -80,6 +80,7 @@ export type ToEngine = { type: 'enqueue'; submissions: Submission[] } | { type: 
 export type FromEngine =
   | { type: 'ready'; backend: BackendName }
   | { type: 'init-failed'; error: ErrorRecord }
+  /** `counts`: alltoall's received splits, join's last rank, the senders of a recv or batchSendRecv (point_to_point.ts). */
   | { type: 'done'; id: number; output?: TypedArray; shape?: number[]; counts?: number[] }
   | { type: 'failed'; id: number; error: ErrorRecord }
   | { type: 'closed' };

@@ -100,6 +100,37 @@ export function contractEnv(job: JobContract, placement: RankPlacement): Record<
   return { ...env, ...settingsEnv(job.settings) };
 }
 
+/**
+ * The settings every rank of a collective must share (they decide algorithms and message
+ * lengths) or that the user set for the whole job, which a Node rank inherits from ringrun's
+ * environment and a browser rank, which inherits nothing, must be given.
+ */
+const kJobWideVariables = [
+  kEnv.startTimeoutMs,
+  kEnv.ioTimeoutMs,
+  kEnv.stallTimeoutMs,
+  kEnv.stallWarningMs,
+  kEnv.heartbeatMs,
+  kEnv.logLevel,
+  kEnv.fusionThresholdBytes,
+  kEnv.cacheCapacity,
+  kEnv.segmentBytes,
+  kEnv.hierarchicalAllreduce,
+  kEnv.hierarchicalAllgather,
+  kEnv.burstHoldMs,
+  kEnv.readyExchange,
+] as const;
+
+/** The job-wide settings set in `env` (ringrun's environment), for a rank that does not inherit it. */
+export function jobWideEnv(env: Readonly<Record<string, string | undefined>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of kJobWideVariables) {
+    const value = env[name];
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}
+
 /** The variables of the settings that were given (flags), and only those. */
 export function settingsEnv(settings: EngineSettings): Record<string, string> {
   const env: Record<string, string> = {};

@@ -7,8 +7,9 @@
  * job, with nothing waiting, has no timer at all.
  * - After `warningMs` a name has waited for some ranks, it logs one warning (per batch of names
  *   that became due together) listing, per missing rank, the tensors it has not submitted.
- * - After `timeoutMs` (0: never), the name is failed on every rank with a TimeoutError that
- *   names the ranks that did and did not submit it; the job goes on.
+ * - After `timeoutMs` (0: never), or the name's own deadline (the callers' option 'timeoutMs'),
+ *   the name is failed on every rank that submitted it with a TimeoutError that names the ranks
+ *   that did and did not submit it; the job goes on.
  * This is Horovod's stall inspector (its check and shutdown times), reduced to the one place
  * that knows who submitted what.
  */
@@ -20,6 +21,8 @@ export interface WaitingName {
   since: number;
   /** Per rank: defined once that rank has submitted the name. */
   requests: readonly unknown[];
+  /** The callers' deadline for this name (option 'timeoutMs'), which replaces the inspector's timeout. */
+  timeoutMs?: number;
 }
 
 export interface StalledName {
@@ -70,8 +73,9 @@ export class StallInspector {
     this.warned.clear();
   }
 
-  private warns(): boolean {
-    const { warningMs, timeoutMs } = this.options;
+  /** Whether a name with this deadline gets a warning first (not when it fails before). */
+  private warns(timeoutMs: number): boolean {
+    const { warningMs } = this.options;
     return warningMs > 0 && (timeoutMs <= 0 || warningMs < timeoutMs);
   }
 
@@ -81,8 +85,9 @@ export class StallInspector {
     const waitingNow = new Set<string>();
     for (const [name, entry] of this.options.waiting()) {
       waitingNow.add(name);
-      if (timeoutMs > 0) due = Math.min(due, entry.since + timeoutMs);
-      if (this.warns() && !this.warned.has(name)) due = Math.min(due, entry.since + warningMs);
+      const timeout = entry.timeoutMs ?? timeoutMs;
+      if (timeout > 0) due = Math.min(due, entry.since + timeout);
+      if (this.warns(timeout) && !this.warned.has(name)) due = Math.min(due, entry.since + warningMs);
     }
     for (const name of this.warned) if (!waitingNow.has(name)) this.warned.delete(name);
     return due;
@@ -96,9 +101,10 @@ export class StallInspector {
     const toWarn: [string, WaitingName][] = [];
     const stalled: StalledName[] = [];
     for (const [name, entry] of this.options.waiting()) {
-      if (timeoutMs > 0 && now - entry.since >= timeoutMs) {
-        stalled.push({ name, message: timeoutMessage(name, entry, timeoutMs), submitted: ranksWhere(entry, true) });
-      } else if (this.warns() && !this.warned.has(name) && now - entry.since >= warningMs) {
+      const timeout = entry.timeoutMs ?? timeoutMs;
+      if (timeout > 0 && now - entry.since >= timeout) {
+        stalled.push({ name, message: timeoutMessage(name, entry, timeout), submitted: ranksWhere(entry, true) });
+      } else if (this.warns(timeout) && !this.warned.has(name) && now - entry.since >= warningMs) {
         toWarn.push([name, entry]);
         this.warned.add(name);
       }
@@ -145,7 +151,15 @@ export function warningMessage(names: readonly [string, WaitingName][], warningM
       const more = list.length > kNamesPerRank ? ` and ${list.length - kNamesPerRank} more` : '';
       return `rank ${rank} has not submitted ${shown}${more}`;
     });
-  const outcome = timeoutMs > 0 ? `they fail after ${timeoutMs} ms` : 'RINGREDUCE_STALL_TIMEOUT_MS is 0, so they wait forever';
+  // A name's own deadline (option 'timeoutMs') replaces the stall timeout.
+  const deadlines = new Set(names.map(([, entry]) => entry.timeoutMs ?? timeoutMs));
+  const [only] = deadlines;
+  const outcome =
+    deadlines.size > 1
+      ? 'they fail at their deadlines'
+      : (only as number) > 0
+        ? `they fail after ${only} ms`
+        : 'RINGREDUCE_STALL_TIMEOUT_MS is 0, so they wait forever';
   return (
     `Stall: ${names.length === 1 ? '1 tensor has' : `${names.length} tensors have`} waited ${warningMs} ms for some ranks: ` +
     `${parts.join('; ')}. Those ranks are stuck or slow, or submit other tensors (or in another order); ${outcome}.`

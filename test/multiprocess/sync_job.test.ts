@@ -29,6 +29,8 @@ test('sync collectives give the right results in every process, and engines prog
     assert.deepEqual(report.gathered, { shape: [expectedGather.length], data: expectedGather });
     assert.deepEqual(report.bcast, [kSize - 1, kSize - 1]);
     assert.equal(report.busyOk, true);
+    const left = (report.rank + kSize - 1) % kSize;
+    assert.deepEqual(report.ring, { from: left, data: [left] });
     if (report.rank !== 0)
       assert.ok(report.elapsedMs < 2500, `rank ${report.rank} waited ${report.elapsedMs} ms for a blocked rank 0`);
   }

@@ -1,6 +1,6 @@
 /**
  * What the caller's thread loads: the package's entry reaches the facade, the platform and the
- * protocol it shares with the engine (worker_protocol.ts, the hand-off rings, the stats layout), but none of the
+ * protocol it shares with the engine (worker_protocol.ts, peer_request.ts, the hand-off rings, the stats layout), but none of the
  * engine's own code (negotiation, ready rounds, the op specs) and none of the algorithms but the
  * fp16 conversions the caller runs itself. The engine's thread loads those from its own entry.
  */
@@ -12,7 +12,13 @@ import { build } from 'esbuild';
 const kRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** Engine modules the caller's thread shares with the engine: protocols and shared-memory layouts, no engine logic. */
-const kSharedWithEngine = ['src/engine/worker_protocol.ts', 'src/engine/hand_off.ts', 'src/engine/stats.ts'];
+const kSharedWithEngine = [
+  'src/engine/worker_protocol.ts',
+  'src/engine/hand_off.ts',
+  'src/engine/stats.ts',
+  // What a send or recv submits (its kAnyPeer).
+  'src/engine/peer_request.ts',
+];
 /** Algorithms the caller runs: fp16 compression's conversions (one WebAssembly module with the kernels). */
 const kCallerAlgorithms = /^src\/algorithms\/(half_convert|reduce_wasm|reduce|reduce_half|wasm\/.*)\.ts$/;
 

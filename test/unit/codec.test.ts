@@ -39,7 +39,7 @@ const samples: ControlMessage[] = [
       {
         kind: 'execute',
         names: ['w'],
-        request: { name: 'w', op: 'broadcast', dtype: 'int16', shape: [3], root: 2 },
+        request: { name: 'w', op: 'broadcast', dtype: 'int16', shape: [3], root: 2, timeoutMs: 2 ** 31 - 1 },
         counts: [],
       },
       { kind: 'error', names: ['c'], errorKind: 'MismatchError', message: "Mismatched data types for tensor 'c'" },
@@ -62,6 +62,8 @@ const samples: ControlMessage[] = [
   { type: 'p2p-answer', sequence: 7, outcome: 'mismatch', message: 'Mismatched send/recv ✓' },
   { type: 'p2p-answer', sequence: 0, outcome: 'withdrawn', message: '' },
   { type: 'p2p-withdraw', sequence: 3, tag: 0 },
+  { type: 'p2p-offer', set: 4, tag: 0, sequence: 0, dtype: 'int8', length: 0 },
+  { type: 'p2p-withdraw', set: 1023, sequence: 2 ** 31 - 1, tag: 2 ** 32 - 1 },
   {
     type: 'ready',
     round: 2 ** 32 - 1,

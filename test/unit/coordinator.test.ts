@@ -80,6 +80,26 @@ test('stalled names time out with the missing ranks named', async () => {
   coordinator.close();
 });
 
+test("a name's own deadline (option 'timeoutMs', the smallest of its requests) replaces the stall timeout, also with none", async () => {
+  const { coordinator, published } = setup(3, 0);
+  const started = performance.now();
+  coordinator.onRequests(0, [{ ...req('soon'), timeoutMs: 200 }, req('never')]);
+  coordinator.onRequests(2, [{ ...req('soon'), timeoutMs: 40 }]);
+  while (published.length === 0 && performance.now() - started < 2000) await new Promise((resolve) => setTimeout(resolve, 10));
+  const took = performance.now() - started;
+  const response = published[0]?.[0];
+  assert.ok(took >= 39 && took < 190, `failed after ${took.toFixed(0)} ms`);
+  assert.deepEqual(response, {
+    kind: 'error',
+    names: ['soon'],
+    errorKind: 'TimeoutError',
+    message: "Collective 'soon' timed out after 40 ms in negotiation: ranks 1 did not submit it (ranks 0, 2 did).",
+    ranks: [0, 2],
+  });
+  assert.deepEqual(coordinator.waitingNames(), ['never'], 'a name without a deadline waits on (stall timeout 0)');
+  coordinator.close();
+});
+
 test('shutdown is acknowledged once every rank asked', () => {
   const { coordinator, shutdowns } = setup(3);
   coordinator.onShutdown(0);

@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidArgumentError } from '../../src/core/errors.js';
 import { type LaunchConfig, normaliseArgv, parseArgs } from '../../src/launcher/cli.js';
-import { allocatorEnv, contractEnv, kAllocatorEnv, localPlacements, settingsEnv } from '../../src/launcher/env_contract.js';
+import {
+  allocatorEnv,
+  contractEnv,
+  jobWideEnv,
+  kAllocatorEnv,
+  localPlacements,
+  settingsEnv,
+} from '../../src/launcher/env_contract.js';
 
 function launch(...argv: string[]): LaunchConfig {
   const parsed = parseArgs(argv);
@@ -190,6 +197,22 @@ describe('the environment a rank gets', () => {
       RINGREDUCE_ADDRESS: '127.0.0.1',
       RINGREDUCE_JOB_ID: 'abc',
       RINGREDUCE_STALL_TIMEOUT_MS: '5000',
+    });
+  });
+
+  it("gives a browser rank the job-wide settings of ringrun's environment, which a Node rank inherits", () => {
+    const env = {
+      RINGREDUCE_SEGMENT_BYTES: '65536',
+      RINGREDUCE_HIERARCHICAL_ALLREDUCE: 'off',
+      RINGREDUCE_STALL_TIMEOUT_MS: '9000',
+      RINGREDUCE_SHARED_MEMORY: '0',
+      RINGREDUCE_RANK: '5',
+      HOME: '/root',
+    };
+    assert.deepEqual(jobWideEnv(env), {
+      RINGREDUCE_SEGMENT_BYTES: '65536',
+      RINGREDUCE_HIERARCHICAL_ALLREDUCE: 'off',
+      RINGREDUCE_STALL_TIMEOUT_MS: '9000',
     });
   });
 

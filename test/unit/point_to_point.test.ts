@@ -1,13 +1,14 @@
 /**
  * send and recv between two ranks (engine/point_to_point.ts), on engines over the memory
  * transport: matching by (sender, receiver, tag) in call order, mismatches on both sides, the
- * deadlines of unmatched calls and withdrawn offers, a dead peer, and no mixing with collectives.
+ * deadlines of unmatched calls and withdrawn offers, a dead peer, no mixing with collectives, recvs
+ * from any rank and messages of a process set.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { fromErrorRecord } from '../../src/core/errors.js';
 import type { DType } from '../../src/core/types.js';
-import type { PeerRequest } from '../../src/engine/point_to_point.js';
+import { kAnyPeer, type PeerCall } from '../../src/engine/peer_request.js';
 import type { FromEngine } from '../../src/engine/worker_protocol.js';
 import { allreduceRequest, startEngines, stopEngines, type TestRank } from '../helpers/engines.js';
 
@@ -16,7 +17,7 @@ const keepAlive = setInterval(() => {}, 50);
 after(() => clearInterval(keepAlive));
 
 let calls = 0;
-function peer(op: 'send' | 'recv', other: number, tag: number, length: number, dtype: DType = 'float32'): PeerRequest {
+function peer(op: 'send' | 'recv', other: number, tag: number, length: number, dtype: DType = 'float32'): PeerCall {
   return { op, name: `${op} ${other} ${tag} #${calls++}`, peer: other, tag, dtype, length };
 }
 
@@ -147,4 +148,38 @@ test('a dead peer fails the sends and recvs pending with it', async () => {
   const error = errorOf(await pending);
   assert.equal(error.name, 'PeerFailureError');
   await stopEngines([r0]);
+});
+
+test("a recv from any rank times out saying so; a process set's messages match only its own recvs, named by set ranks", async () => {
+  const ranks = startEngines(4, { stallTimeoutMs: 5000, processSets: [[1, 3]] });
+  try {
+    const [, r1, , r3] = ranks as [TestRank, TestRank, TestRank, TestRank];
+    const any = errorOf(await r3.submit({ ...peer('recv', kAnyPeer, 3, 2), timeoutMs: 60 }, shared([0, 0])));
+    assert.equal(any.name, 'TimeoutError');
+    assert.equal(any.message, 'recv of 2 float32 from any rank (tag 3): no rank sent a message within 60 ms');
+    // Job rank 1 sends in set 1 (where job rank 3 is rank 1): the world's recv on the same tag does not take it.
+    const world = r3.submit({ ...peer('recv', 1, 0, 1), timeoutMs: 200 }, shared([0]));
+    const into = shared([0]);
+    const [sent, got] = await Promise.all([
+      r1.submit({ ...peer('send', 3, 0, 1), set: 1 }, shared([4])),
+      r3.submit({ ...peer('recv', kAnyPeer, 0, 1), set: 1 }, into),
+    ]);
+    assert.deepEqual([sent.type, got], ['done', { type: 'done', id: (got as { id: number }).id, counts: [1] }]);
+    assert.equal(into[0], 4);
+    assert.equal(errorOf(await world).message, 'recv of 1 float32 from rank 1 (tag 0): rank 1 sent nothing within 200 ms');
+    const [s, r] = await Promise.all([
+      r1.submit({ ...peer('send', 3, 0, 2), set: 1 }, shared([1, 2])),
+      r3.submit({ ...peer('recv', 1, 0, 3), set: 1 }, shared([0, 0, 0])),
+    ]);
+    const message =
+      'Mismatched send/recv from rank 0 to rank 1 of process set 1 (tag 0): rank 0 sends 2 float32, rank 1 expects 3 float32.';
+    assert.deepEqual([errorOf(s).message, errorOf(r).message], [message, message]);
+    const late = errorOf(await r1.submit({ ...peer('send', 3, 9, 1), set: 1, timeoutMs: 60 }, shared([1])));
+    assert.equal(
+      late.message,
+      'send of 1 float32 to rank 1 of process set 1 (tag 9): rank 1 posted no matching recv within 60 ms',
+    );
+  } finally {
+    await stopEngines(ranks);
+  }
 });

@@ -54,6 +54,17 @@ export async function resultTypes(r: rr.RingReduce): Promise<void> {
   sameType<rr.ShapedTensor<rr.SharedTypedArray>, ReturnType<typeof rr.scatterSync>>();
   // recv writes into the caller's own array and gives it back: its type stays the caller's.
   sameType<typeof local, Awaited<ReturnType<typeof r.recv<typeof local>>>>();
+  // ...and from 'any' with the sender; a batch's results follow its entries.
+  if (r.size() > 1) {
+    const any = await r.recv(local, { from: 'any' });
+    sameType<typeof any, rr.Received<typeof local>>();
+    const batch = await r.batchSendRecv([
+      { op: 'send', tensor: local, to: 1 },
+      { op: 'recv', into: local, from: 1 },
+      { op: 'recv', into: new Int8Array(1), from: 'any' },
+    ]);
+    sameType<typeof batch, [undefined, typeof local, rr.Received<Int8Array<ArrayBuffer>>]>();
+  }
 
   // A result fits where any Float32Array is wanted, and a copy where an ArrayBuffer-backed one is...
   const anyBuffer: Float32Array = sum;

@@ -76,4 +76,18 @@ describe('StallInspector', () => {
     );
     assert.match(warningMessage(many, 1000, 5000), /'t7' and 3 more\./);
   });
+
+  it("states a name's own deadline (option 'timeoutMs'), which replaces the stall timeout", () => {
+    const own = warningMessage([['x', { since: 0, requests: [{}, undefined], timeoutMs: 90_000 }]], 1000, 0);
+    assert.match(own, /; they fail after 90000 ms\.$/);
+    const mixed = warningMessage(
+      [
+        ['x', { since: 0, requests: [{}, undefined], timeoutMs: 90_000 }],
+        ['y', { since: 0, requests: [{}, undefined] }],
+      ],
+      1000,
+      60_000,
+    );
+    assert.match(mixed, /; they fail at their deadlines\.$/);
+  });
 });

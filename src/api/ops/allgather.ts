@@ -16,6 +16,12 @@ import { checkOptions, parseGatherOut, parseName, parseTensor } from '../tensor_
 export interface AllgatherOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
   name?: string;
   /**
    * Write the result here instead of into fresh memory (SharedArrayBuffer-backed, the tensor's
@@ -33,7 +39,7 @@ export interface AllgatherOptions {
 }
 
 export function prepareAllgather(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'out', 'processSet', 'compression']);
+  const o = checkOptions(options, ['name', 'out', 'processSet', 'timeoutMs', 'compression']);
   const t = parseTensor(tensor);
   if (t.shape.length === 0) {
     throw new InvalidArgumentError('tensor of allgather must have at least one dimension (it is concatenated along the first)');

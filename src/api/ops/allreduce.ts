@@ -13,6 +13,12 @@ import { checkOptions, parseName, parseOut, parseReduceOp, parseScales, parseTen
 export interface AllreduceOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
   /** Same name on every rank = same collective. Default: named by call order per op. */
   name?: string;
   /** Default 'sum'. 'average' needs a float dtype; 'band', 'bor', 'bxor' an integer one. */
@@ -36,7 +42,7 @@ export interface AllreduceOptions {
 }
 
 export function prepareAllreduce(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'op', 'out', 'prescale', 'postscale', 'processSet', 'compression']);
+  const o = checkOptions(options, ['name', 'op', 'out', 'prescale', 'postscale', 'processSet', 'timeoutMs', 'compression']);
   const t = parseTensor(tensor);
   const reduceOp = parseReduceOp(o.op, t.dtype);
   const scales = parseScales(o, t.dtype);

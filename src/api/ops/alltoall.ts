@@ -11,6 +11,12 @@ import { checkOptions, firstDimension, parseGatherOut, parseName, parseSplits, p
 export interface AlltoallOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
   name?: string;
   /**
    * Rows (first dimension) of the tensor for each rank, in rank order, adding up to the first
@@ -34,7 +40,7 @@ export interface AlltoallResult<T extends TensorLike> {
 }
 
 export function prepareAlltoall(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'splits', 'out', 'processSet']);
+  const o = checkOptions(options, ['name', 'splits', 'out', 'processSet', 'timeoutMs']);
   const t = parseTensor(tensor);
   const rows = firstDimension(t, 'alltoall');
   const splits = parseSplits(o.splits, rows, ctx.size, () => {

@@ -9,6 +9,12 @@ import { checkOptions, parseName, parseOut, parseRoot, parseTensor } from '../te
 export interface BroadcastOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
   name?: string;
   /** The rank whose tensor every rank receives. Default 0. */
   root?: number;
@@ -17,7 +23,7 @@ export interface BroadcastOptions {
 }
 
 export function prepareBroadcast(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'root', 'out', 'processSet']);
+  const o = checkOptions(options, ['name', 'root', 'out', 'processSet', 'timeoutMs']);
   const t = parseTensor(tensor);
   const root = parseRoot(o.root, ctx.size);
   const out = parseOut(o.out, t);

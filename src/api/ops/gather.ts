@@ -10,6 +10,12 @@ import { checkOptions, firstDimension, parseGatherOut, parseName, parseRoot, par
 export interface GatherOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
   name?: string;
   /** The rank that gets every rank's tensor. Default 0. */
   root?: number;
@@ -18,7 +24,7 @@ export interface GatherOptions {
 }
 
 export function prepareGather(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'root', 'out', 'processSet']);
+  const o = checkOptions(options, ['name', 'root', 'out', 'processSet', 'timeoutMs']);
   const t = parseTensor(tensor);
   firstDimension(t, 'gather');
   const root = parseRoot(o.root, ctx.size);

@@ -17,12 +17,24 @@ import { checkOptions, parseName, parseRoot } from '../tensor_args.js';
 export interface AllgatherObjectOptions {
   name?: string;
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
 }
 
 /** Options of {@link RingReduce.broadcastObject} and {@link RingReduce.broadcastObjectSync}: the root, the call's name and process set. */
 export interface BroadcastObjectOptions {
   name?: string;
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
   /** The rank whose value every rank receives. Default 0. */
   root?: number;
 }
@@ -33,6 +45,12 @@ export interface GatherObjectOptions {
   name?: string;
   /** Run in this process set (ranks and root inside it). Default: the whole job. */
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
   /** The rank that receives every rank's value. Default 0. */
   root?: number;
 }
@@ -43,12 +61,18 @@ export interface ScatterObjectOptions {
   name?: string;
   /** Run in this process set (one value per member, ranks and root inside it). Default: the whole job. */
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
   /** The rank whose values are scattered. Default 0. */
   root?: number;
 }
 
 /** The name and the process set of the byte collectives. */
-type Scope = { name?: string; processSet?: ProcessSet };
+type Scope = { name?: string; processSet?: ProcessSet; timeoutMs?: number };
 
 /** The byte collectives the object ones are made of (a RingReduce). */
 export interface ByteCollectives {
@@ -112,6 +136,8 @@ export function scatterObjectSync(rr: ByteCollectives, values: unknown, options:
 function where(rr: ByteCollectives, o: Record<string, unknown>): { scope: Scope; rank: number; size: number } {
   const set = o.processSet as ProcessSet | undefined;
   const scope: Scope = set === undefined ? {} : { processSet: set };
+  // Checked by the collectives it is passed to.
+  if (o.timeoutMs !== undefined) scope.timeoutMs = o.timeoutMs as number;
   // A set this rank is not in: the collective refuses it with the usual message.
   if (set instanceof ProcessSet && set.includes(rr.rank())) return { scope, rank: set.rank(), size: set.size() };
   return { scope, rank: rr.rank(), size: rr.size() };
@@ -119,7 +145,7 @@ function where(rr: ByteCollectives, o: Record<string, unknown>): { scope: Scope;
 
 /** This rank's bytes behind their length (8 bytes, little-endian), as one row per byte. */
 function prepareGather(rr: ByteCollectives, value: unknown, options: unknown) {
-  const o = checkOptions(options, ['name', 'processSet']);
+  const o = checkOptions(options, ['name', 'processSet', 'timeoutMs']);
   const name = parseName(o.name);
   const { scope, size } = where(rr, o);
   return { scope: name === undefined ? scope : { ...scope, name }, size, framed: framedBytes(value) };
@@ -127,7 +153,7 @@ function prepareGather(rr: ByteCollectives, value: unknown, options: unknown) {
 
 /** gatherObject: as allgatherObject's, with the root. */
 function prepareRootedGather(rr: ByteCollectives, value: unknown, options: unknown) {
-  const o = checkOptions(options, ['name', 'root', 'processSet']);
+  const o = checkOptions(options, ['name', 'root', 'processSet', 'timeoutMs']);
   const name = parseName(o.name);
   const { scope, size } = where(rr, o);
   const root = parseRoot(o.root, size);
@@ -148,7 +174,7 @@ function framedBytes(value: unknown): ShapedTensor<Uint8Array> {
  * broadcastObject ignores the others' value).
  */
 function prepareScatter(rr: ByteCollectives, values: unknown, options: unknown) {
-  const o = checkOptions(options, ['name', 'root', 'processSet']);
+  const o = checkOptions(options, ['name', 'root', 'processSet', 'timeoutMs']);
   const name = parseName(o.name);
   const { scope, rank, size } = where(rr, o);
   const root = parseRoot(o.root, size);
@@ -201,7 +227,7 @@ function unframe(all: Uint8Array, size: number): unknown[] {
 }
 
 function prepareBroadcast(rr: ByteCollectives, value: unknown, options: unknown) {
-  const o = checkOptions(options, ['name', 'root', 'processSet']);
+  const o = checkOptions(options, ['name', 'root', 'processSet', 'timeoutMs']);
   const name = parseName(o.name);
   const { scope, rank, size } = where(rr, o);
   const root = parseRoot(o.root, size);

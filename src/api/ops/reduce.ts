@@ -10,6 +10,12 @@ import { checkOptions, parseName, parseOut, parseReduceOp, parseRoot, parseTenso
 export interface ReduceOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
   name?: string;
   /** The rank that gets the result. Default 0. */
   root?: number;
@@ -20,7 +26,7 @@ export interface ReduceOptions {
 }
 
 export function prepareReduce(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'root', 'op', 'out', 'processSet']);
+  const o = checkOptions(options, ['name', 'root', 'op', 'out', 'processSet', 'timeoutMs']);
   const t = parseTensor(tensor);
   const root = parseRoot(o.root, ctx.size);
   const reduceOp = parseReduceOp(o.op, t.dtype);

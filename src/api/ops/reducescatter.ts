@@ -24,6 +24,12 @@ import {
 export interface ReducescatterOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
   name?: string;
   /** As for allreduce. Default 'sum'. */
   op?: ReduceOp;
@@ -50,7 +56,17 @@ export interface ReducescatterOptions {
 }
 
 export function prepareReducescatter(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'op', 'prescale', 'postscale', 'out', 'processSet', 'compression', 'splits']);
+  const o = checkOptions(options, [
+    'name',
+    'op',
+    'prescale',
+    'postscale',
+    'out',
+    'processSet',
+    'timeoutMs',
+    'compression',
+    'splits',
+  ]);
   const t = parseTensor(tensor);
   const rows = firstDimension(t, 'reducescatter');
   const reduceOp = parseReduceOp(o.op, t.dtype);

@@ -21,6 +21,12 @@ import {
 export interface ScatterOptions {
   /** Run in this process set (ranks, roots and names inside it). Default: the whole job. */
   processSet?: ProcessSet;
+  /**
+   * How long every rank (of the set) has, from the first one's submission, to submit this
+   * collective: past it, every rank that did rejects with the same TimeoutError naming those that
+   * did not, and the job goes on. Pass the same on every rank. Default: the job's stall timeout.
+   */
+  timeoutMs?: number;
   name?: string;
   /** The rank whose tensor is split. Default 0. */
   root?: number;
@@ -35,7 +41,7 @@ export interface ScatterOptions {
 }
 
 export function prepareScatter(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
-  const o = checkOptions(options, ['name', 'root', 'splits', 'out', 'processSet']);
+  const o = checkOptions(options, ['name', 'root', 'splits', 'out', 'processSet', 'timeoutMs']);
   const root = parseRoot(o.root, ctx.size);
   const given = parseName(o.name);
   let out: TypedArray | undefined;

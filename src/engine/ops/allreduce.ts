@@ -5,6 +5,7 @@
  */
 import { allreduce } from '../../algorithms/allreduce.js';
 import { allreduceRunsHierarchically, hierarchicalAllreduce } from '../../algorithms/hierarchical_allreduce.js';
+import { allreduceRunsThroughHubs, hubAllreduce } from '../../algorithms/hub_allreduce.js';
 import { reduceInRankOrder } from '../../algorithms/rank_order_reduce.js';
 import { bytesPerElement, constructorOf } from '../../core/dtypes.js';
 import { elementCount } from '../../core/shapes.js';
@@ -70,6 +71,9 @@ async function allreduceBuffer(ctx: ExecutionContext, request: AllreduceRequest,
   scale(buf, request.prescale);
   await ctx.communicate(buf.byteLength, () => {
     if (native?.supports('allreduce', request.dtype, op)) return native.allreduce(buf, op);
+    if (allreduceRunsThroughHubs(ctx.hierarchicalAllreduce, ctx.hubs, buf.byteLength, options)) {
+      return hubAllreduce(ctx.hubs, buf, op, tag, options);
+    }
     if (allreduceRunsHierarchically(ctx.hierarchicalAllreduce, hierarchy, buf.byteLength, options)) {
       return hierarchicalAllreduce(hierarchy, buf, op, tag, options);
     }

@@ -6,6 +6,7 @@
  * the registry; the compiler then checks every place that handles requests (docs/adding_a_collective.md).
  */
 import type { Hierarchy } from '../../algorithms/hierarchy.js';
+import type { Hubs } from '../../algorithms/hubs.js';
 import type { AlgorithmOptions } from '../../algorithms/options.js';
 import type { KernelSelector } from '../../algorithms/reduce.js';
 import type { BufferPool } from '../../core/buffer_pool.js';
@@ -24,6 +25,8 @@ export interface RequestBase<Op extends string = string> {
   shape: number[];
   /** A member of a grouped collective: it runs only together with the whole group (groups.ts). */
   group?: GroupTag;
+  /** The caller's deadline for every rank to submit it, in ms (option 'timeoutMs'; coordinator.ts); unset: the stall timeout. */
+  timeoutMs?: number;
 }
 
 /** Which group a request belongs to: its name, how many members it has, and which one this is. */
@@ -92,7 +95,9 @@ export interface ExecutionContext {
   readonly membership: Membership | undefined;
   /** The set's hosts as local and cross views, when its layout allows hierarchical collectives. */
   readonly hierarchy: Hierarchy | undefined;
-  /** When allreduce and allgather run hierarchically (Config). */
+  /** The set's hubs and their leaves, when it mixes browser ranks with Node ranks (algorithms/hubs.ts). */
+  readonly hubs: Hubs | undefined;
+  /** When allreduce and allgather run hierarchically (Config); in a set with hubs, allreduce through them. */
   readonly hierarchicalAllreduce: HierarchicalMode;
   readonly hierarchicalAllgather: HierarchicalMode;
   /** Times a local step (a fusion copy) on the timeline when there is one. */

@@ -12,7 +12,15 @@
  */
 import { JobKey } from '../../rendezvous/auth.js';
 import { TcpStoreServer } from '../../rendezvous/tcp_store.js';
-import { contractEnv, formatHostPort, type JobContract, kEnv, kLocalAddress, type RankPlacement } from '../env_contract.js';
+import {
+  contractEnv,
+  formatHostPort,
+  type JobContract,
+  jobWideEnv,
+  kEnv,
+  kLocalAddress,
+  type RankPlacement,
+} from '../env_contract.js';
 import type { BrowserSettings } from '../launch_config.js';
 import type { RankSinks } from '../rank_runner.js';
 import { BrowserRanks } from './browser_ranks.js';
@@ -96,6 +104,8 @@ export class BrowserJob {
         const placement: RankPlacement = { rank, localRank: 0, localSize: 1, crossRank: hostsBefore + rank - np, crossSize };
         return {
           env: {
+            // What a Node rank inherits from ringrun's environment; the flags (in the contract) win.
+            ...jobWideEnv(this.options.env),
             ...contractEnv(contract, placement),
             [kEnv.backend]: 'web',
             [kEnv.storeUrl]: this.site.storeUrl,

@@ -10,10 +10,12 @@ import { barrierCases } from './barrier.js';
 import { broadcastCases } from './broadcast.js';
 import type { ConformanceCase } from './case.js';
 import { compressionCases } from './compression.js';
+import { deadlineCases } from './deadlines.js';
 import { gatherCases } from './gather.js';
 import { negotiationCases } from './negotiation.js';
 import { objectCases } from './objects.js';
 import { pointToPointCases } from './point_to_point.js';
+import { pointToPointPatternCases } from './point_to_point_patterns.js';
 import { reduceCases } from './reduce.js';
 import { reducescatterCases } from './reducescatter.js';
 import { scatterCases } from './scatter.js';
@@ -30,10 +32,12 @@ export const kCases: readonly ConformanceCase[] = [
   ...gatherCases,
   ...scatterCases,
   ...pointToPointCases,
+  ...pointToPointPatternCases,
   ...objectCases,
   ...negotiationCases,
   ...setsAndJoinCases,
   ...compressionCases,
+  ...deadlineCases,
 ];
 
 const names = new Set<string>();
