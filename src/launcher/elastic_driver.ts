@@ -6,9 +6,10 @@
  *
  * - A generation breaks when one of its workers fails (any exit but 0) or one asks for the next
  *   generation (its collectives failed: a peer died or its host was cut off). The driver then
- *   settles who goes on: the workers that ask for the next generation within the I/O timeout
- *   (the time a live worker takes to notice a silent peer); one still running that has not asked
- *   by then is lost (its host cut off, or frozen) and stopped. The next generation lists the
+ *   settles who goes on: the workers that ask for the next generation within the I/O timeout of
+ *   the first that did (twice that when none has yet: the time a live worker takes to notice a
+ *   silent peer); one still running that has not asked by then is lost (its host cut off, or
+ *   frozen) and stopped. The next generation lists the
  *   ones that asked, in their order, and the survivors form that job (elastic/run.ts). Below
  *   `--min-np` workers it waits up to `--elastic-timeout` for the discovery script to offer
  *   slots, then fails the job with a report.
@@ -97,7 +98,9 @@ class ElasticDriver {
   /** New workers that reached the store while the driver settled a break: they join the next generation. */
   private joining: Member[] = [];
   /** A broken generation whose survivors the driver is finding out. */
-  private settling: { generation: number; members: Member[]; deadline: number; timer?: NodeJS.Timeout } | undefined;
+  private settling:
+    | { generation: number; members: Member[]; deadline: number; anyAsked: boolean; timer?: NodeJS.Timeout }
+    | undefined;
   private generation = 0;
   private nextWorker = 0;
   private initialWorkers = 0;
@@ -421,7 +424,9 @@ class ElasticDriver {
   /** Generation `n` broke: find out who goes on (settle). */
   private broke(n: number): void {
     if (this.stopped || !this.published || n !== this.generation || this.settling?.generation === n) return;
-    this.settling = { generation: n, members: this.members, deadline: performance.now() + this.settleMs() };
+    // Until one asks, the survivors may still be noticing a silent peer: up to the I/O timeout after it went silent.
+    const deadline = performance.now() + 2 * this.settleMs();
+    this.settling = { generation: n, members: this.members, deadline, anyAsked: false };
     void this.settle();
   }
 
@@ -446,6 +451,11 @@ class ElasticDriver {
       return;
     }
     if (this.settling !== settling || this.stopped) return;
+    if (!settling.anyAsked && going.length > 0) {
+      // A live worker hears of the break from the first that asked (its links close) within the I/O timeout.
+      settling.anyAsked = true;
+      settling.deadline = Math.min(settling.deadline, performance.now() + this.settleMs());
+    }
     if (silent.length > 0 && performance.now() < settling.deadline) {
       settling.timer = setTimeout(() => void this.settle(), kSettlePollMs);
       return;
@@ -454,7 +464,7 @@ class ElasticDriver {
     for (const member of silent) {
       const worker = this.workers.get(member.id) as Worker;
       this.io.log(
-        `elastic: worker ${member.id} on ${member.host} did not ask for a new generation within ${this.settleMs()} ms of generation ${settling.generation} failing: it is lost`,
+        `elastic: worker ${member.id} on ${member.host} did not ask for a new generation within ${this.settleMs()} ms of the others (generation ${settling.generation} failed): it is lost`,
       );
       this.leave(worker, 'lost');
       this.hostFailed(member.host, settling.generation);
