@@ -9,7 +9,8 @@
  * cool-down of kCooldownMs, doubled with every further failure (10 s, 20 s, 40 s, ... at most
  * kMaxCooldownMs); then it may get new workers again. Failures are never forgotten.
  */
-import type { HostSlots } from './hosts.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import { type HostSlots, parseHostList } from './hosts.js';
 
 /** How this machine is known, whatever name or address the lists give it. */
 export const kThisHost = 'localhost';
@@ -93,16 +94,14 @@ export class ElasticHosts {
   }
 }
 
-/** The discovery script's output: `host[:slots]` lines (`#` comments, blank lines ignored). */
+/** The discovery script's output: `host[:slots]` lines (`#` comments, blank lines ignored), as -H's items. */
 export function parseDiscovered(output: string): HostSlots[] {
   const hosts: HostSlots[] = [];
   for (const line of output.split('\n')) {
     const text = line.trim();
     if (text === '' || text.startsWith('#')) continue;
-    const match = /^(\[[^\]]+\]|[^:\s]+)(?::(\d+))?$/.exec(text);
-    const slots = Number(match?.[2] ?? 1);
-    if (!match || !(slots >= 1)) throw new Error(`line '${text}' is not host[:slots]`);
-    hosts.push({ host: (match[1] as string).replace(/^\[(.*)\]$/, '$1'), slots });
+    if (text.includes(',') || text.startsWith('-')) throw new InvalidArgumentError(`line '${text}' is not host[:slots]`);
+    hosts.push(...parseHostList(text, `line '${text}'`));
   }
   return hosts;
 }
