@@ -29,20 +29,19 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { isIP } from 'node:net';
 import { kEnv } from '../core/env_names.js';
 import { InvalidArgumentError, TimeoutError } from '../core/errors.js';
 import { JobKey } from '../rendezvous/auth.js';
 import { brokenKey, type Generation, leftKey, type Member, publishGeneration, readyKey } from '../rendezvous/generations.js';
 import { TcpStoreClient, TcpStoreServer } from '../rendezvous/tcp_store.js';
 import { ElasticHosts, kThisHost, parseDiscovered } from './elastic_hosts.js';
-import { allocatorEnv, formatHostPort, kLocalAddress, newJobId, newSecret, settingsEnv } from './env_contract.js';
+import { type StorePlace, spawnWorker, storePlace } from './elastic_workers.js';
+import { formatHostPort, kLocalAddress, newJobId, newSecret, settingsEnv } from './env_contract.js';
 import { describeExit, signalExitCode } from './failure_report.js';
 import type { HostSlots } from './hosts.js';
 import { isLocalHost } from './hosts.js';
 import type { ElasticSettings, LaunchConfig, RunIo } from './launch_config.js';
-import { remoteScript, sshArgv } from './remote_shell.js';
-import { envMs, forwardedEnv, reachableHere, ringreduceEnv } from './run_job.js';
+import { envMs, forwardedEnv } from './run_job.js';
 
 export type { ElasticSettings } from './launch_config.js';
 
@@ -52,7 +51,6 @@ import { acceptPage } from './browser/browser_ranks.js';
 import { BrowserSite } from './browser/browser_site.js';
 import { kPagePaths } from './browser/page_protocol.js';
 import { dashboardEnv, reportForwarder } from './browser/report_forwarder.js';
-import { RankProcess } from './rank_process.js';
 import type { RankExit, RankRunner } from './rank_runner.js';
 
 const kDefaultStartTimeoutMs = 30_000;
@@ -69,14 +67,6 @@ interface Worker {
   process: RankRunner;
   /** Stopped on purpose: lost, its host no longer listed, or it never reached the store. */
   leaving?: 'lost' | 'unlisted' | 'unready';
-}
-
-/** Where the workers meet: the store's bind address and the address each worker is given. */
-interface StorePlace {
-  bind: string;
-  advertise: string;
-  /** Whether workers on other hosts can reach it (else the job stays on this machine). */
-  reachable: boolean;
 }
 
 /** Runs an elastic job; resolves to ringrun's exit code. */
@@ -137,7 +127,7 @@ class ElasticDriver {
       const listed = await this.initialHosts();
       this.hosts.list(listed);
       initial = this.place();
-      place = await this.storePlace(listed);
+      place = await storePlace(this.config, this.hosts, listed);
     } catch (error) {
       this.io.log((error as Error).message);
       return error instanceof InvalidArgumentError ? 2 : 1;
@@ -242,21 +232,6 @@ class ElasticDriver {
     return hosts;
   }
 
-  /**
-   * Where the store listens. On this machine only: loopback. With other hosts (or a
-   * --network-interface): this machine as they reach it (run_job.ts's rule for the store of a
-   * job whose rank 0 runs here), bound to that address.
-   */
-  private async storePlace(listed: readonly HostSlots[]): Promise<StorePlace> {
-    const remote = listed.find((h) => this.hosts.key(h.host) !== kThisHost);
-    if (remote === undefined && this.config.networkInterface === undefined) {
-      return { bind: kLocalAddress, advertise: kLocalAddress, reachable: false };
-    }
-    const here = listed.find((h) => this.hosts.key(h.host) === kThisHost)?.host ?? kThisHost;
-    const advertise = await reachableHere(this.config, here, remote?.host ?? kThisHost);
-    return { bind: isIP(advertise) !== 0 ? advertise : '0.0.0.0', advertise, reachable: true };
-  }
-
   private startTimeoutMs(): number {
     return this.config.settings.startTimeoutMs ?? kDefaultStartTimeoutMs;
   }
@@ -340,52 +315,24 @@ class ElasticDriver {
     const id = `w${number}`;
     const member: Member = { id, host };
     const place = this.store?.place;
-    const contract: Record<string, string> = {
-      ...this.forwarded,
-      [kEnv.elasticWorker]: id,
-      [kEnv.storeAddr]: place?.advertise ?? '',
-      [kEnv.jobId]: this.jobId,
-      [kEnv.secret]: this.secret,
-      // Across hosts each worker binds to and advertises its address toward the store (transport/tcp).
-      ...(place?.reachable !== true && { [kEnv.address]: this.site?.nodeAddress ?? kLocalAddress }),
-      ...(this.config.networkInterface !== undefined && { [kEnv.networkInterface]: this.config.networkInterface }),
-      ...(this.site !== undefined && { [kEnv.backend]: 'web' }),
-      ...settingsEnv(this.config.settings),
-      [kEnv.startTimeoutMs]: String(this.workerStartTimeoutMs()),
-    };
-    const sinks = { stdout: this.io.stdout, stderr: this.io.stderr };
-    let process: RankProcess;
-    if (host === kThisHost) {
-      const env: NodeJS.ProcessEnv = { ...this.io.env, ...allocatorEnv(this.io.env), ...contract };
-      // Rank and size come from the generations; stale ones in ringrun's environment would mislead.
-      for (const name of kPlacementVariables) delete env[name];
-      process = new RankProcess({
-        rank: number,
-        command: this.config.command,
-        args: this.config.args,
-        env,
-        sinks,
-        tailLines: 10,
-      });
-    } else {
-      const env: Record<string, string> = { ...ringreduceEnv(this.io.env), ...contract };
-      for (const name of kPlacementVariables) delete env[name];
-      const connectTimeoutS = Math.max(1, Math.ceil(this.startTimeoutMs() / 1000));
-      const argv = sshArgv({ ...this.config.ssh, connectTimeoutS }, host);
-      process = new RankProcess({
-        rank: number,
-        command: argv[0] as string,
-        args: argv.slice(1),
-        env: this.io.env,
-        sinks,
-        tailLines: 10,
-        remote: {
-          host,
-          marker: this.marker,
-          stdin: remoteScript(this.marker, env, this.io.cwd, this.config.command, this.config.args),
-        },
-      });
-    }
+    const process = spawnWorker(
+      {
+        config: this.config,
+        io: this.io,
+        jobId: this.jobId,
+        secret: this.secret,
+        marker: this.marker,
+        storeAddr: place?.advertise ?? '',
+        reachable: place?.reachable === true,
+        browserNodeAddress: this.site?.nodeAddress,
+        forwarded: this.forwarded,
+        startTimeoutMs: this.startTimeoutMs(),
+        workerStartTimeoutMs: this.workerStartTimeoutMs(),
+      },
+      number,
+      id,
+      host,
+    );
     const worker: Worker = { member, process };
     this.workers.set(id, worker);
     void process.exited.then((exit) => this.onExit(worker, exit));
@@ -476,7 +423,7 @@ class ElasticDriver {
   private next(base: Member[]): void {
     const members = [...base, ...this.joining];
     this.joining = [];
-    if (members.length === 0 && ![...this.workers.values()].some((w) => w.leaving === undefined)) {
+    if (members.length === 0 && !this.anyWorking()) {
       this.finish(1, 'elastic: every worker failed');
       return;
     }
@@ -487,6 +434,11 @@ class ElasticDriver {
       this.published = false;
     }
     this.checkBelowMin();
+  }
+
+  /** Whether a worker runs that was not stopped on purpose. */
+  private anyWorking(): boolean {
+    return [...this.workers.values()].some((w) => w.leaving === undefined);
   }
 
   /** Stops a worker on purpose: its exit is then no failure of its own. */
@@ -511,7 +463,8 @@ class ElasticDriver {
     if (this.stopped) return;
     if (exit.code === 0) {
       this.finishing = true;
-      if (this.workers.size === 0) this.finish(0, `all workers finished`);
+      // Workers stopped on purpose may take a while to go (a cut-off host's ssh session): stopAll ends them.
+      if (!this.anyWorking()) this.finish(0, `all workers finished`);
       return;
     }
     const { id, host } = worker.member;
@@ -530,8 +483,7 @@ class ElasticDriver {
     if (this.published) this.broke(this.generation);
     else if (this.settling === undefined) {
       this.members = this.members.filter((m) => m.id !== id);
-      if (this.members.length === 0 && ![...this.workers.values()].some((w) => w.leaving === undefined))
-        this.finish(1, 'elastic: every worker failed');
+      if (this.members.length === 0 && !this.anyWorking()) this.finish(1, 'elastic: every worker failed');
       else this.checkBelowMin();
     }
   }
@@ -665,8 +617,6 @@ class ElasticDriver {
     for (const worker of left) if (!worker.process.hasExited) worker.process.stop('SIGKILL');
   }
 }
-
-const kPlacementVariables = [kEnv.rank, kEnv.size, kEnv.localRank, kEnv.localSize, kEnv.crossRank, kEnv.crossSize];
 
 /** Whether `key` is set (a get that answers at once). */
 async function asked(client: TcpStoreClient, key: string): Promise<boolean> {
