@@ -56,7 +56,7 @@ import type { RankExit, RankRunner } from './rank_runner.js';
 const kDefaultStartTimeoutMs = 30_000;
 const kDefaultIoTimeoutMs = 30_000;
 /** How often a settling driver asks the store which workers asked for the next generation. */
-const kSettlePollMs = 50;
+const kSettlePollMs = 10;
 /** A generation's break is watched with gets this long, asked again until the generation is over. */
 const kWatchMs = 86_400_000;
 /** At the end, how long stopped workers get to exit before they are killed (a remote one's session relays the stop). */
