@@ -67,6 +67,8 @@ interface Worker {
   process: RankRunner;
   /** Stopped on purpose: lost, its host no longer listed, or it never reached the store. */
   leaving?: 'lost' | 'unlisted' | 'unready';
+  /** It has reached the store (a tab: from the start), so a generation may list it. */
+  ready: boolean;
 }
 
 /** Runs an elastic job; resolves to ringrun's exit code. */
@@ -180,9 +182,8 @@ class ElasticDriver {
     // The first generation waits for the tabs too, but not past the start-up timeout.
     const firstDeadline = setTimeout(() => this.publishFirst(true), this.startTimeoutMs());
     try {
-      for (const host of initial) this.startWorker(host);
       this.initialWorkers = initial.length;
-      this.publishFirst(false);
+      for (const host of initial) void this.awaitReady(this.startWorker(host));
       if (this.site !== undefined && browser !== undefined) {
         const site = this.site;
         site.open(browser.count).catch((error: Error) => this.finish(1, `cannot open the browser ranks: ${error.message}`));
@@ -242,13 +243,14 @@ class ElasticDriver {
   }
 
   /**
-   * The first generation: once the -np Node workers and the --browser tabs are all there, or, at
-   * the start-up timeout (`late`), with whoever came when that is at least --min-np.
+   * The first generation: once the -np Node workers have reached the store and the --browser tabs
+   * are all there, or, at the start-up timeout (`late`), with whoever came when that is at least --min-np.
    */
   private publishFirst(late: boolean): void {
     if (this.generation > 0 || this.stopped) return;
     const wanted = this.initialWorkers + (this.config.browser?.count ?? 0);
-    const members = [...this.workers.values()].filter((w) => w.leaving === undefined).map((w) => w.member);
+    // Only workers that reached the store: a host cut off during start-up would hold up the first mesh.
+    const members = [...this.workers.values()].filter((w) => w.ready && w.leaving === undefined).map((w) => w.member);
     if (members.length >= wanted || (late && members.length >= this.elastic.minNp)) this.publish(members);
     else if (late) {
       this.members = members;
@@ -292,7 +294,7 @@ class ElasticDriver {
       this.reports(),
     );
     // Each tab is a host of its own: one rank, its own links.
-    const worker: Worker = { member: { id, host: `tab ${id}` }, process: tab };
+    const worker: Worker = { member: { id, host: `tab ${id}` }, process: tab, ready: true };
     this.workers.set(id, worker);
     void tab.exited.then((exit) => this.onExit(worker, exit));
     return worker;
@@ -333,7 +335,7 @@ class ElasticDriver {
       id,
       host,
     );
-    const worker: Worker = { member, process };
+    const worker: Worker = { member, process, ready: false };
     this.workers.set(id, worker);
     void process.exited.then((exit) => this.onExit(worker, exit));
     return worker;
@@ -472,10 +474,9 @@ class ElasticDriver {
     const rank = this.members.findIndex((m) => m.id === id);
     if (worker.leaving !== undefined) this.io.debug(`elastic: worker ${id} (${worker.leaving}) ${describeExit(exit)}`);
     else {
-      const where = host === kThisHost ? '' : ` on ${host}`;
       const left = this.members.filter((m) => m.id !== id && this.workers.has(m.id)).length;
       this.io.log(
-        `elastic: worker ${id}${where}${rank >= 0 ? ` (rank ${rank} of generation ${this.generation})` : ''} ${describeExit(exit)}; ${left} left`,
+        `elastic: worker ${id}${rank >= 0 ? ` (rank ${rank} of generation ${this.generation})` : ''} ${describeExit(exit)}; ${left} left`,
       );
       this.hostFailed(host, this.generation);
     }
@@ -572,7 +573,9 @@ class ElasticDriver {
     }
     if (this.stopped || !this.workers.has(id) || worker.leaving !== undefined) return;
     if (ready) {
-      this.grow([worker.member]);
+      worker.ready = true;
+      if (this.generation === 0) this.publishFirst(false);
+      else this.grow([worker.member]);
       return;
     }
     this.io.log(`elastic: worker ${id} on ${host} did not reach the store within ${this.startTimeoutMs()} ms: stopping it`);

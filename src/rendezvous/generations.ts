@@ -84,8 +84,9 @@ export function latestGeneration(store: Store, jobId: string): Promise<number> {
 
 /**
  * The first generation after `after` that lists worker `id`, waiting for the launcher to publish
- * it until `deadline` (performance.now()). A generation that leaves this worker out means the
- * launcher gave up on it: that is an error, not something to wait through.
+ * it until `deadline` (performance.now()). A generation that leaves out a worker that ran in an
+ * earlier one means the launcher gave up on it: that is an error, not something to wait through
+ * (a new worker waits through the generations published before the launcher saw it arrive).
  */
 export async function awaitGeneration(
   store: Store,
@@ -114,6 +115,11 @@ export async function awaitGeneration(
       continue;
     }
     if (!generation.members.some((m) => m.id === id)) {
+      // A new worker is listed once the launcher has seen it reach the store: a later generation.
+      if (after === 0) {
+        next = generation.number + 1;
+        continue;
+      }
       throw new RingReduceError(
         `elastic worker ${id}: generation ${generation.number} leaves it out; the launcher has given up on it`,
       );

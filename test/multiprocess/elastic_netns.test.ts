@@ -29,6 +29,8 @@ interface Report {
   worker: string;
   rank: number;
   size: number;
+  /** localRank, localSize, crossRank, crossSize */
+  placement: number[];
   value: number[];
   sizes: number[];
   recoveredAt: number[];
@@ -114,6 +116,15 @@ it('3 hosts: one cut off mid-job leaves, the survivors go on from the last commi
     assert.deepEqual(report.value, expected(sizes), `${report.worker} has the values the history implies`);
   }
   assert.deepEqual(done.map((r) => r.worker).slice(0, 2), ['w0', 'w1'], 'the survivors keep their order');
+  assert.deepEqual(
+    done.map((r) => r.placement),
+    [
+      [0, 1, 0, 3],
+      [0, 1, 1, 3],
+      [0, 1, 2, 3],
+    ],
+    'one worker per host, hosts in rank order',
+  );
   const recovered = Math.max(...done.slice(0, 2).map((r) => r.recoveredAt[0] ?? Number.NaN));
   t.diagnostic(`host lost: the survivors committed again ${recovered - cutAt} ms after the cut (I/O timeout ${kIoTimeoutMs} ms)`);
 
