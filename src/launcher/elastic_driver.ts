@@ -96,6 +96,7 @@ class ElasticDriver {
   private generation = 0;
   private nextWorker = 0;
   private initialWorkers = 0;
+  private startUpOver = false;
   private store: { server: TcpStoreServer; client: TcpStoreClient; place: StorePlace } | undefined;
   private forwarded: Record<string, string> = {};
   private readonly refusedHosts = new Set<string>();
@@ -248,11 +249,13 @@ class ElasticDriver {
    */
   private publishFirst(late: boolean): void {
     if (this.generation > 0 || this.stopped) return;
+    // Past the start-up timeout, a worker that arrives late is enough once --min-np are there.
+    if (late) this.startUpOver = true;
     const wanted = this.initialWorkers + (this.config.browser?.count ?? 0);
     // Only workers that reached the store: a host cut off during start-up would hold up the first mesh.
     const members = [...this.workers.values()].filter((w) => w.ready && w.leaving === undefined).map((w) => w.member);
-    if (members.length >= wanted || (late && members.length >= this.elastic.minNp)) this.publish(members);
-    else if (late) {
+    if ((members.length >= wanted || this.startUpOver) && members.length >= this.elastic.minNp) this.publish(members);
+    else if (this.startUpOver) {
       this.members = members;
       this.checkBelowMin();
     }
@@ -479,6 +482,13 @@ class ElasticDriver {
         `elastic: worker ${id}${rank >= 0 ? ` (rank ${rank} of generation ${this.generation})` : ''} ${describeExit(exit)}; ${left} left`,
       );
       this.hostFailed(host, this.generation);
+    }
+    if (this.generation === 0 && !host.startsWith('tab ')) {
+      // One of the first workers is gone before the first generation: it waits for the others only.
+      this.initialWorkers = Math.max(0, this.initialWorkers - 1);
+      if (!this.anyWorking() && this.config.browser === undefined) this.finish(1, 'elastic: every worker failed');
+      else this.publishFirst(false);
+      return;
     }
     if (rank < 0) return;
     if (this.published) this.broke(this.generation);
