@@ -272,8 +272,8 @@ export function parseArgs(
   if (elastic !== undefined && maxRestarts > 0)
     throw new InvalidArgumentError('--max-restarts is for jobs that are not --elastic');
   if (elastic !== undefined && backend === 'mpi') throw new InvalidArgumentError('--elastic runs the TCP backend, not mpi');
-  if (elastic !== undefined && hosts !== undefined)
-    throw new InvalidArgumentError('--elastic runs on this machine only (no -H or --hostfile)');
+  if (elastic?.discoveryScript !== undefined && hosts !== undefined)
+    throw new InvalidArgumentError('--host-discovery-script lists the hosts: give it or -H/--hostfile, not both');
   if (elastic !== undefined && perNode !== undefined)
     throw new InvalidArgumentError('--elastic runs with one ringrun, not per node');
   if (browser !== undefined) checkBrowser({ backend, hosts: hosts !== undefined, perNode: perNode !== undefined });

@@ -301,7 +301,7 @@ export function forwardedEnv(config: LaunchConfig, env: NodeJS.ProcessEnv): Reco
 }
 
 /** The RINGREDUCE_* settings in ringrun's own environment, which remote ranks get too. */
-function ringreduceEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+export function ringreduceEnv(env: NodeJS.ProcessEnv): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) if (name.startsWith('RINGREDUCE_') && value !== undefined) out[name] = value;
   return out;
@@ -326,11 +326,7 @@ async function chooseStore(
   let host: string;
   if (hostsUsed.length === 1) host = kLocalAddress;
   else if (!first.local) host = first.host;
-  else if (config.networkInterface !== undefined) host = interfaceAddress(config.networkInterface);
-  else if (first.host === 'localhost' || first.host.startsWith('127.') || first.host === '::1') {
-    const remote = placed.find((p) => !p.local) as PlacedRank;
-    host = (await routeAddress(remote.host)) ?? hostname();
-  } else host = first.host;
+  else host = await reachableHere(config, first.host, (placed.find((p) => !p.local) as PlacedRank).host);
   if (config.storePort !== undefined) return { host, port: config.storePort, reachable: first.local || hostsUsed.length > 1 };
   if (!first.local) {
     const [low, high] = kRemotePortRange;
@@ -338,6 +334,17 @@ async function chooseStore(
   }
   const bindHost = isIP(host) !== 0 ? host : '0.0.0.0';
   return { host, port: await findFreePort(bindHost), reachable: true };
+}
+
+/**
+ * This machine as other hosts reach it: --network-interface's address, else the name it is
+ * listed under (`listedAs`) unless that is loopback, else this machine's address on the route
+ * to `remote` (never loopback for another host).
+ */
+export async function reachableHere(config: LaunchConfig, listedAs: string, remote: string): Promise<string> {
+  if (config.networkInterface !== undefined) return interfaceAddress(config.networkInterface);
+  if (listedAs !== 'localhost' && !listedAs.startsWith('127.') && listedAs !== '::1') return listedAs;
+  return (await routeAddress(remote)) ?? hostname();
 }
 
 /** The local address the kernel would send from to reach `host` (a UDP connect sends nothing). */

@@ -9,6 +9,11 @@
  * Keys, under `elastic/<jobId>/`: `latest` (a counter: the newest generation's number, 0 before
  * the first) and `gen/<n>` (generation n, JSON). Generation n's mesh uses the job id
  * `<jobId>.g<n>`, so it never meets the keys or the peers of another.
+ *
+ * A worker also says where it is, so that the launcher lists only workers that can still reach
+ * it (a host cut off the network ends no process the launcher sees): `ready/<id>` when a new
+ * worker first waits for a generation, and `left/<n>/<id>` with `broken/<n>` when a worker of
+ * generation n waits for the next one (its job failed, or new workers wait).
  */
 import { RingReduceError, TimeoutError } from '../core/errors.js';
 import type { Store } from './store.js';
@@ -45,6 +50,19 @@ function generationKey(jobId: string, n: number): string {
   return `elastic/${jobId}/gen/${n}`;
 }
 
+export function readyKey(jobId: string, id: string): string {
+  return `elastic/${jobId}/ready/${id}`;
+}
+
+export function leftKey(jobId: string, n: number, id: string): string {
+  return `elastic/${jobId}/left/${n}/${id}`;
+}
+
+/** Set by the first worker of generation n that waits for the next one. */
+export function brokenKey(jobId: string, n: number): string {
+  return `elastic/${jobId}/broken/${n}`;
+}
+
 /** The job id generation `n`'s mesh runs under. */
 export function generationJobId(jobId: string, n: number): string {
   return `${jobId}.g${n}`;
@@ -66,8 +84,9 @@ export function latestGeneration(store: Store, jobId: string): Promise<number> {
 
 /**
  * The first generation after `after` that lists worker `id`, waiting for the launcher to publish
- * it until `deadline` (performance.now()). A generation that leaves this worker out means the
- * launcher gave up on it: that is an error, not something to wait through.
+ * it until `deadline` (performance.now()). A generation that leaves out a worker that ran in an
+ * earlier one means the launcher gave up on it: that is an error, not something to wait through
+ * (a new worker waits through the generations published before the launcher saw it arrive).
  */
 export async function awaitGeneration(
   store: Store,
@@ -76,6 +95,12 @@ export async function awaitGeneration(
   after: number,
   deadline: number,
 ): Promise<Generation> {
+  const here = encoder.encode('1');
+  if (after === 0) await store.set(readyKey(jobId, id), here);
+  else {
+    await store.set(leftKey(jobId, after, id), here);
+    await store.set(brokenKey(jobId, after), here);
+  }
   let next = after + 1;
   for (;;) {
     const latest = await latestGeneration(store, jobId);
@@ -90,6 +115,11 @@ export async function awaitGeneration(
       continue;
     }
     if (!generation.members.some((m) => m.id === id)) {
+      // A new worker is listed once the launcher has seen it reach the store: a later generation.
+      if (after === 0) {
+        next = generation.number + 1;
+        continue;
+      }
       throw new RingReduceError(
         `elastic worker ${id}: generation ${generation.number} leaves it out; the launcher has given up on it`,
       );
