@@ -16,6 +16,10 @@
  *    ↔ tab 3: data channel; Node 0 ↔ Node 1: WebSocket between Node ranks), a `--mib` MiB
  *    allreduce on the 4 ranks (its bus bandwidth against the slowest raw link), 4-byte
  *    allreduces (p50 and mean), and 4-byte round trips of rr.send and rr.recv on each link.
+ * 3. The floors, every participant busy at once as in the job: a raw all-to-all round of 4-byte
+ *    messages among 2 Node endpoints and 2 tabs (browser_round.ts), under the 4-byte allreduce;
+ *    both tabs exchanging `--mib` MiB each way with a Node endpoint (browser_leaf_exchange.ts),
+ *    under the large allreduce, which runs through the Node ranks.
  *
  * Needs Chromium (CHROME_PATH, or /usr/bin/chromium) and a default route (WebRTC's addresses).
  */
@@ -30,6 +34,7 @@ import { Command } from 'commander';
 import puppeteer, { type Page } from 'puppeteer-core';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { kHeadlessFlags } from '../src/launcher/browser/headless.js';
+import { rawLeafExchange } from './browser_leaf_exchange.js';
 import { rawRound } from './browser_round.js';
 import { idlePercent, machineLine } from './machine.js';
 
@@ -296,12 +301,17 @@ function ringreduce(): Promise<RingreduceFigures> {
   });
 }
 
-/** The raw all-to-all round of 4-byte messages (browser_round.ts), in a browser of its own. */
-async function roundFloor(): Promise<{ p50Us: number; meanUs: number }> {
+/**
+ * The floors measured with every participant busy at once, in a browser of their own: the raw
+ * all-to-all round of 4-byte messages (browser_round.ts) and the leaves' raw exchange of the
+ * hub allreduce (browser_leaf_exchange.ts).
+ */
+async function floors(): Promise<{ round: { p50Us: number; meanUs: number }; leafMs: number }> {
   const profile = mkdtempSync(join(tmpdir(), 'ringreduce-bench-chromium-'));
   const browser = await puppeteer.launch({ executablePath: kChromium, headless: true, userDataDir: profile, args: kFlags });
   try {
-    return await rawRound(browser, Number(options.small));
+    const round = await rawRound(browser, Number(options.small));
+    return { round, leafMs: await rawLeafExchange(browser, bytes) };
   } finally {
     await browser.close();
     rmSync(profile, { recursive: true, force: true });
@@ -310,7 +320,7 @@ async function roundFloor(): Promise<{ p50Us: number; meanUs: number }> {
 
 const idle = await idlePercent();
 const rawFigures = await raw();
-const floor = await roundFloor();
+const floor = await floors();
 const ours = await ringreduce();
 const mbps = (value: number | undefined) => (value === undefined ? '-' : value.toFixed(1).padStart(7));
 const ratio = (a: number | undefined, b: number) => (a === undefined ? '-' : `${((100 * a) / b).toFixed(0)} %`);
@@ -329,11 +339,12 @@ for (const [name, rawRate, ourRate] of rows)
 console.log(`| WebSocket, Node → Node (rank 0 → 1, 1 → 0) | | ${mbps(ours.links['0->1'])}, ${mbps(ours.links['1->0'])} | |`);
 const slowest = Math.min(rawFigures.wsUp, rawFigures.wsDown, rawFigures.dcAtoB, rawFigures.dcBtoA);
 console.log(
-  `\nallreduce of ${options.mib} MiB on 2 Node ranks + 2 tabs: ${ours.allreduce.ms.toFixed(0)} ms, bus bandwidth ${ours.allreduce.busMBps.toFixed(1)} MB/s = ${ratio(ours.allreduce.busMBps, slowest)} of the slowest raw link (${slowest.toFixed(1)} MB/s)`,
+  `\nallreduce of ${options.mib} MiB on 2 Node ranks + 2 tabs: ${ours.allreduce.ms.toFixed(0)} ms, bus bandwidth ${ours.allreduce.busMBps.toFixed(1)} MB/s = ${ratio(ours.allreduce.busMBps, slowest)} of the slowest raw link (${slowest.toFixed(1)} MB/s); ` +
+    `both tabs exchanging ${options.mib} MiB each way with a Node endpoint at once, raw (the floor of the allreduce through hubs): ${floor.leafMs.toFixed(0)} ms, ${ratio(floor.leafMs, ours.allreduce.ms)} of the allreduce's time`,
 );
 console.log(
   `allreduce of 4 B on the same ranks: p50 ${(ours.small.p50 / 1000).toFixed(2)} ms, mean ${(ours.small.mean / 1000).toFixed(2)} ms; ` +
-    `raw all-to-all round of 4 B on the same kinds of link (the floor): p50 ${(floor.p50Us / 1000).toFixed(2)} ms, mean ${(floor.meanUs / 1000).toFixed(2)} ms`,
+    `raw all-to-all round of 4 B on the same kinds of link (the floor): p50 ${(floor.round.p50Us / 1000).toFixed(2)} ms, mean ${(floor.round.meanUs / 1000).toFixed(2)} ms`,
 );
 const ms = (us: number | undefined) => (us === undefined ? '-' : (us / 1000).toFixed(2));
 console.log('\n| round trip of 4 B (p50, ms) | raw | ringreduce (rr.send, rr.recv) |');
