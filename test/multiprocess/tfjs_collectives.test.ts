@@ -50,6 +50,12 @@ test('tensor collectives, broadcastObject and broadcastModel agree on every rank
     ][rank] as number[];
     assert.deepEqual(r.reducescatter, { shape: [averaged.length / 2, 2], dtype: 'float32', data: averaged }, `rank ${rank}`);
     assert.deepEqual(r.reducescatterSync, { shape: [1], dtype: 'int32', data: [[6, 30, 15][rank]] }, `rank ${rank}`);
+    const bySplits = [[], [1, 1], [2, 2, 3, 3, 4, 4]][rank] as number[];
+    assert.deepEqual(
+      r.reducescatterSplits,
+      { shape: [bySplits.length / 2, 2], dtype: 'float32', data: bySplits },
+      `rank ${rank}`,
+    );
     assert.deepEqual(r.reducescatterScaled, { shape: [1], dtype: 'float32', data: [3] }, `rank ${rank}`);
     assert.equal(r.intAverage, 'InvalidArgumentError');
     assert.deepEqual(r.alltoall, alltoallExpected(rank), `rank ${rank}`);

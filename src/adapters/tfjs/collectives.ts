@@ -10,10 +10,12 @@ import { InvalidArgumentError, type ReduceOp, type ShapedTensor, type Splits } f
 import { collectivesOf, type ProcessSetOption, type RuntimeOption } from './runtime.js';
 import { checkTensor, read, readSync, toTensor, type WireArray, wireOp } from './tensor_codec.js';
 
-/** The options every tensor collective of the adapter takes: runtime, process set and name. */
+/** The options every tensor collective of the adapter takes: runtime, process set, name and deadline. */
 export interface TensorCollectiveOptions extends RuntimeOption, ProcessSetOption {
   /** Identifies the collective across ranks; the same on every rank. */
   name?: string;
+  /** Fails the call with a TimeoutError naming the ranks that did not submit it after this many ms (the core's `timeoutMs`). */
+  timeoutMs?: number;
 }
 
 /** Options of the adapter's {@link allreduce} and {@link allreduceSync}. */
@@ -34,6 +36,12 @@ export interface TensorReducescatterOptions extends TensorAllreduceOptions {
   prescale?: number;
   /** Multiplies this rank's part of the result (float32 tensors only). Default 1. */
   postscale?: number;
+  /**
+   * Rows (first dimension) of the result on each rank, in rank order, adding up to the first
+   * dimension, as an array or an integer typed array; the same on every rank. Default: as even
+   * as possible, the first ranks taking one more.
+   */
+  splits?: Splits;
 }
 
 /** Options of the adapter's {@link alltoall} and {@link alltoallSync}. */
@@ -210,13 +218,14 @@ function dataOf(out: WireArray | ShapedTensor<WireArray>): WireArray {
 }
 
 /** The options every core collective takes. */
-type CoreScope = { name?: string } & ProcessSetOption;
+type CoreScope = { name?: string; timeoutMs?: number } & ProcessSetOption;
 
 /** Core options without the adapter's own (`runtime`), and without undefined entries. */
 function collectiveOptions<T extends object>(options: TensorCollectiveOptions, extra: T): T & CoreScope {
   const out: T & CoreScope = { ...extra };
   if (options.name !== undefined) out.name = options.name;
   if (options.processSet !== undefined) out.processSet = options.processSet;
+  if (options.timeoutMs !== undefined) out.timeoutMs = options.timeoutMs;
   return out;
 }
 
@@ -239,10 +248,13 @@ function fromShaped(out: ShapedTensor<WireArray>, dtype: tf.DataType): tf.Tensor
 function reducescatterOptions(
   options: TensorReducescatterOptions,
   t: tf.Tensor,
-): { op: ReduceOp; prescale?: number; postscale?: number } & CoreScope {
-  const extra: { op: ReduceOp; prescale?: number; postscale?: number } = { op: wireOp(t.dtype, options.op ?? 'average') };
+): { op: ReduceOp; prescale?: number; postscale?: number; splits?: Splits } & CoreScope {
+  const extra: { op: ReduceOp; prescale?: number; postscale?: number; splits?: Splits } = {
+    op: wireOp(t.dtype, options.op ?? 'average'),
+  };
   if (options.prescale !== undefined) extra.prescale = options.prescale;
   if (options.postscale !== undefined) extra.postscale = options.postscale;
+  if (options.splits !== undefined) extra.splits = options.splits;
   return collectiveOptions(options, extra);
 }
 
