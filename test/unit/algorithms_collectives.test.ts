@@ -15,6 +15,7 @@ import { InvalidArgumentError } from '../../src/core/errors.js';
 import type { DType, ReduceOp, TypedArray } from '../../src/core/types.js';
 import { createMemoryWorld, type MemoryWorldOptions } from '../../src/transport/memory/memory_transport.js';
 import type { Transport } from '../../src/transport/transport.js';
+import { garbage, onEveryRank } from './support/ranks.js';
 import {
   firstMismatch,
   opsFor,
@@ -46,20 +47,6 @@ const kTinySegments: readonly AlgorithmOptions[] = [
 ];
 
 /** Runs one call per rank and waits for all of them, so no failure leaves a rank running. */
-async function onEveryRank<T>(transports: readonly Transport[], call: (t: Transport, rank: number) => Promise<T>): Promise<T[]> {
-  const results = await Promise.allSettled(transports.map((t, rank) => call(t, rank)));
-  const failed = results.find((r) => r.status === 'rejected');
-  if (failed) throw (failed as PromiseRejectedResult).reason;
-  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
-}
-
-/** A buffer full of a byte pattern no correct result has, to catch regions never written. */
-function garbage(dtype: DType, length: number): TypedArray {
-  const out = new (constructorOf(dtype))(length);
-  new Uint8Array(out.buffer).fill(0xa5);
-  return out;
-}
-
 function concat(dtype: DType, parts: readonly TypedArray[]): TypedArray {
   const out = new (constructorOf(dtype))(parts.reduce((a, p) => a + p.length, 0));
   let offset = 0;

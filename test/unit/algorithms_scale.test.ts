@@ -23,6 +23,7 @@ import { constructorOf, isFloat, kDTypes } from '../../src/core/dtypes.js';
 import type { DType, ReduceOp, TypedArray } from '../../src/core/types.js';
 import { createMemoryWorld, type MemoryWorldOptions } from '../../src/transport/memory/memory_transport.js';
 import type { Transport } from '../../src/transport/transport.js';
+import { garbage, onEveryRank } from './support/ranks.js';
 import {
   firstMismatch,
   opsFor,
@@ -57,20 +58,6 @@ const countPatterns = (n: number): number[][] => [
   Array.from({ length: n }, (_, r) => (r === n - 1 ? 300 : 1)),
   Array.from({ length: n }, (_, r) => (r === 0 ? 0 : r * 37)),
 ];
-
-async function onEveryRank<T>(transports: readonly Transport[], call: (t: Transport, rank: number) => Promise<T>): Promise<T[]> {
-  const results = await Promise.allSettled(transports.map((t, rank) => call(t, rank)));
-  const failed = results.find((r) => r.status === 'rejected');
-  if (failed) throw (failed as PromiseRejectedResult).reason;
-  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
-}
-
-/** A buffer full of a byte pattern no correct result has, to catch regions never written. */
-function garbage(dtype: DType, length: number): TypedArray {
-  const out = new (constructorOf(dtype))(length);
-  new Uint8Array(out.buffer).fill(0xa5);
-  return out;
-}
 
 function inputsFor(dtype: DType, op: ReduceOp, n: number, length: number, random: Random): TypedArray[] {
   const forProduct = op === 'product' && isFloat(dtype);

@@ -15,10 +15,11 @@ import { ringAllgather } from '../../src/algorithms/ring_allgather.js';
 import { ringAllreduce } from '../../src/algorithms/ring_allreduce.js';
 import { BufferPool } from '../../src/core/buffer_pool.js';
 import { constructorOf, isFloat, kDTypes } from '../../src/core/dtypes.js';
-import type { DType, ReduceOp, TypedArray } from '../../src/core/types.js';
+import type { ReduceOp, TypedArray } from '../../src/core/types.js';
 import { hostsOf, type Placement } from '../../src/engine/topology.js';
 import { createMemoryWorld, type MemoryWorldOptions } from '../../src/transport/memory/memory_transport.js';
 import type { Transport } from '../../src/transport/transport.js';
+import { exactInputs, onEveryRank } from './support/ranks.js';
 import { opsFor, randomArray, referenceReduce, sameBytes, seeded } from './support/typed_data.js';
 
 /** [hosts, ranks per host] */
@@ -37,24 +38,6 @@ const kDeliveries: readonly MemoryWorldOptions[] = [
 ];
 
 const layoutOf = (hosts: number, local: number): HostLayout => ({ localSize: local, crossSize: hosts });
-
-/** Runs `call` on every rank and waits for all of them, so that no failure leaves a rank running. */
-async function onEveryRank<T>(transports: readonly Transport[], call: (t: Transport) => Promise<T>): Promise<T[]> {
-  const results = await Promise.allSettled(transports.map((t) => call(t)));
-  const failed = results.find((r) => r.status === 'rejected');
-  if (failed) throw (failed as PromiseRejectedResult).reason;
-  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
-}
-
-/** Small integers (or ±0.5, 1, 2 for products) in floats: every sum and product of a few is exact in any order. */
-function exactInputs(dtype: DType, op: ReduceOp, length: number, seed: number): TypedArray {
-  const random = seeded(seed);
-  if (!isFloat(dtype)) return randomArray(dtype, length, random);
-  const out = new (constructorOf(dtype))(length) as Float32Array | Float64Array;
-  const choices = op === 'product' ? [-2, -1, -0.5, 0.5, 1, 2] : [-3, -2, -1, 0, 1, 2, 3, 0.5, 1.5];
-  for (let i = 0; i < length; i++) out[i] = choices[random() % choices.length] as number;
-  return out;
-}
 
 async function flatAllreduce(inputs: readonly TypedArray[], op: ReduceOp, options = kSmall): Promise<TypedArray[]> {
   const bufs = inputs.map((x) => x.slice());
