@@ -9,7 +9,7 @@
  * talk over a WebSocket too. A round: each participant sends its round number to the three
  * others and starts the next round once it has the three messages of this one (a faster peer's
  * next round may arrive first: counted by round). That is the all-to-all exchange a 4-byte
- * allreduce costs (engine/eager_exchange.ts), without ringreduce's work around it: the
+ * allreduce costs (engine/ready/eager_exchange.ts), without ringreduce's work around it: the
  * program's hand-off to its engine, the reports' encoding, the reduction. Tab a times `rounds`
  * rounds after 50 that warm up; the figure is their median and mean.
  */

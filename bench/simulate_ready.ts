@@ -11,12 +11,12 @@
  *   node dist/bench/simulate_ready.js
  */
 import { kDefaultCostModel } from '../src/algorithms/cost_model.js';
-import { decodeControl, encodeControl } from '../src/engine/codec.js';
-import type { ControlMessage } from '../src/engine/messages.js';
-import { AllToAllExchange } from '../src/engine/ready_all_to_all.js';
-import { DoublingExchange } from '../src/engine/ready_doubling.js';
-import type { ExchangeMode } from '../src/engine/ready_exchange_mode.js';
-import { ReadyRounds } from '../src/engine/ready_rounds.js';
+import { AllToAllExchange } from '../src/engine/ready/ready_all_to_all.js';
+import { DoublingExchange } from '../src/engine/ready/ready_doubling.js';
+import type { ExchangeMode } from '../src/engine/ready/ready_exchange_mode.js';
+import { ReadyRounds } from '../src/engine/ready/ready_rounds.js';
+import { decodeControl, encodeControl } from '../src/engine/wire/codec.js';
+import type { ControlMessage } from '../src/engine/wire/messages.js';
 import { createSimWorld, type SimTransport } from '../src/transport/sim/index.js';
 
 const kRanks = [2, 3, 4, 6, 8, 16, 32, 64, 128, 256, 512, 1024];

@@ -1,7 +1,7 @@
 /**
  * Two ways to wake the other thread, side by side: a round trip between this thread and a worker
  * by postMessage, and by Atomics.notify with Atomics.waitAsync on a shared counter (what a
- * shared-memory submission ring would use instead of messages; engine/hand_off.ts). Each mode
+ * shared-memory submission ring would use instead of messages; engine/threads/hand_off.ts). Each mode
  * runs twice, alternating, in one process.
  *
  *   node dist/bench/wake_floor.js [round trips=5000]

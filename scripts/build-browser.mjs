@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Build step (npm run build, after tsc): the scripts ringrun serves to a browser rank's page, each
-// one ES module under dist/browser/: the engine worker (engine/web_worker.ts) and the page's own
+// one ES module under dist/browser/: the engine worker (engine/threads/web_worker.ts) and the page's own
 // script (launcher/browser/page/boot.ts); and a check that the package's entries, 'ringreduce' and
 // 'ringreduce/tfjs', bundle for browsers. All bundle for platform 'browser', so package.json's
 // `browser` conditions apply (`#platform` is the browser's), and a static import of one of Node's
@@ -28,7 +28,7 @@ async function bundle(entry, options) {
 }
 
 await Promise.all([
-  bundle('dist/src/engine/web_worker.js', { outfile: path('dist/browser/engine_worker.js'), sourcemap: true }),
+  bundle('dist/src/engine/threads/web_worker.js', { outfile: path('dist/browser/engine_worker.js'), sourcemap: true }),
   bundle('dist/src/launcher/browser/page/boot.js', { outfile: path('dist/browser/boot.js'), sourcemap: true }),
   bundle('dist/src/index.js', { write: false }),
   bundle('dist/src/adapters/tfjs/index.js', { write: false, external: ['@tensorflow/tfjs'] }),

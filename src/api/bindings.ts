@@ -1,5 +1,5 @@
 /**
- * Which submissions the engine already holds, by process set and name (engine/hand_off.ts): a
+ * Which submissions the engine already holds, by process set and name (engine/threads/hand_off.ts): a
  * call whose request and memory are those of the last call of its name is sent as the slot the
  * engine keeps them under, without a message. Only calls that can repeat are bound: named ones
  * on memory the caller keeps (option 'out', or in place), not fresh outputs or pooled input copies,
@@ -7,8 +7,8 @@
  */
 import { isUnnamed } from '../core/collective_ops.js';
 import type { TypedArray } from '../core/types.js';
-import type { Request } from '../engine/messages.js';
-import type { PeerRequest } from '../engine/peer_request.js';
+import type { Request } from '../engine/wire/messages.js';
+import type { PeerRequest } from '../engine/wire/peer_request.js';
 
 /** Bindings kept at most; past it the least recently used is dropped (a loop with ever new names). */
 const kMaxBindings = 4096;

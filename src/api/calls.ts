@@ -12,7 +12,7 @@ import { allocShared } from '../core/dtypes.js';
 import { InvalidArgumentError, RingReduceError, ShutdownError } from '../core/errors.js';
 import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { TypedArray } from '../core/types.js';
-import type { Request } from '../engine/messages.js';
+import type { Request } from '../engine/wire/messages.js';
 import type { CallContext, Prepared } from './call.js';
 import type { EngineLink } from './engine_client.js';
 import { parseTimeout } from './ops/point_to_point.js';
@@ -197,7 +197,7 @@ export class Calls {
 
   /**
    * Prepares every member of a group (nothing is submitted if one is refused), marks them as one
-   * group, and submits them in one burst: rank 0 releases them together (engine/groups.ts).
+   * group, and submits them in one burst: rank 0 releases them together (engine/negotiation/groups.ts).
    */
   async runGroup(op: GroupedOp, tensors: unknown, options: unknown, prepare: Prepare<unknown>): Promise<unknown[]> {
     if (!Array.isArray(tensors) || tensors.length === 0) {
@@ -276,7 +276,7 @@ export class Calls {
     }
     const prepared = prepare(set ? this.contextOfSet(set) : this.world, argument, options);
     if (set) prepared.set = set.id;
-    // A collective's deadline is rank 0's to apply (engine/coordinator.ts); sends and recvs keep theirs.
+    // A collective's deadline is rank 0's to apply (engine/negotiation/coordinator.ts); sends and recvs keep theirs.
     if (timeoutMs !== undefined && !isPeer(prepared.request)) (prepared.request as Request).timeoutMs = timeoutMs;
     return prepared;
   }

@@ -8,7 +8,7 @@
  * mailbox).
  *
  * A call that repeats the last call of its name on the same memory (a training loop's steady
- * state) travels through shared memory instead (engine/hand_off.ts): its slot and id in a ring,
+ * state) travels through shared memory instead (engine/threads/hand_off.ts): its slot and id in a ring,
  * and its completion back the same way (bindings.ts says which calls).
  *
  * The engine keeps the process alive only while a call is pending, so a script that forgets
@@ -17,10 +17,9 @@
 import type { Config } from '../core/config.js';
 import { fromErrorRecord, type RingReduceError, ShutdownError, TimeoutError } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
-import { CallerRings, createHandOff } from '../engine/hand_off.js';
-import type { Request } from '../engine/messages.js';
-import type { PeerRequest } from '../engine/point_to_point.js';
-import { createStatsBuffer } from '../engine/stats.js';
+import type { PeerRequest } from '../engine/execution/point_to_point.js';
+import { createStatsBuffer } from '../engine/reporting/stats.js';
+import { CallerRings, createHandOff } from '../engine/threads/hand_off.js';
 import {
   type EngineInit,
   type FromEngine,
@@ -28,7 +27,8 @@ import {
   kSignalCompletions,
   type Submission,
   type ToEngine,
-} from '../engine/worker_protocol.js';
+} from '../engine/threads/worker_protocol.js';
+import type { Request } from '../engine/wire/messages.js';
 import type { EngineThread, Platform } from '../platform/platform.js';
 import type { BackendName } from '../transport/backends.js';
 import { Bindings } from './bindings.js';
@@ -70,7 +70,7 @@ export interface EngineLink {
   shutdown(): Promise<void>;
   /** The backend the engine connected with (unset for engines of tests, in this thread). */
   readonly backend?: BackendName;
-  /** The engine's counters, for rr.stats() (engine/stats.ts). */
+  /** The engine's counters, for rr.stats() (engine/reporting/stats.ts). */
   readonly statsBuffer?: SharedArrayBuffer;
 }
 
@@ -225,7 +225,7 @@ export class EngineClient implements EngineLink {
    * at its end, in a microtask: the engine sees them together and reports them in one ready
    * round, fused, instead of a few at a time as separate messages trickle in (each postMessage
    * costs 4-10 us). While the burst lasts, a shared flag tells the engine that the rest is
-   * coming, so it reports the first call together with them (engine/burst_gate.ts).
+   * coming, so it reports the first call together with them (engine/ready/burst_gate.ts).
    */
   private post(call: Call, sync: boolean): number {
     const { request, buffer, output, fresh, set } = call;

@@ -8,7 +8,7 @@ import { type Config, type InitOptions, resolveConfig } from '../core/config.js'
 import { InvalidArgumentError, RingReduceError } from '../core/errors.js';
 import type { ShapedTensor, SharedTypedArray, TensorLike } from '../core/types.js';
 import { kVersion } from '../core/version.js';
-import { type RankStats, readStats } from '../engine/stats.js';
+import { type RankStats, readStats } from '../engine/reporting/stats.js';
 import type { ElasticMembership } from '../platform/platform.js';
 import type { BackendName } from '../transport/backends.js';
 import type { Result } from './call.js';
@@ -59,7 +59,7 @@ import { prepareReducescatter, type ReducescatterOptions } from './ops/reducesca
 import { prepareScatter, type ScatterOptions } from './ops/scatter.js';
 import { checkNewMembers, ProcessSet, parseSetRanks } from './process_set.js';
 
-export type { OpStats, RankStats, StatOp } from '../engine/stats.js';
+export type { OpStats, RankStats, StatOp } from '../engine/reporting/stats.js';
 export type { Result } from './call.js';
 export type { GroupedOptions } from './grouped_options.js';
 export type { AllgatherOptions } from './ops/allgather.js';
@@ -224,7 +224,7 @@ export class RingReduce {
    * This rank's counters since init (or an elastic job's last re-form): collectives completed and
    * failed, by operation, with their bytes; bytes sent and received; time in negotiation and in
    * execution; fusion ratio; response cache hits; what is pending. Read synchronously from memory
-   * the engine thread updates (engine/stats.ts): cheap enough to call every step.
+   * the engine thread updates (engine/reporting/stats.ts): cheap enough to call every step.
    * @example const s = rr.stats(); console.log(s.byOp.allreduce.completed, s.sentBytes, s.pending);
    */
   stats(): RankStats {

@@ -94,7 +94,7 @@ export interface Config {
   /** Chrome trace file of the engine's phases (rank r > 0 of a larger job: see timelinePathFor), or undefined. */
   readonly timeline: string | undefined;
   /**
-   * How ready rounds exchange their bit-vectors (engine/ready_exchange_mode.ts): 'all-to-all',
+   * How ready rounds exchange their bit-vectors (engine/ready/ready_exchange_mode.ts): 'all-to-all',
    * 'recursive-doubling', or 'auto' (by set size). Must be the same on every rank.
    */
   readonly readyExchange: ReadyExchange;

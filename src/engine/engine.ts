@@ -31,17 +31,17 @@ import { type Collect, SharedMemoryReclaimer } from '../core/shared_memory_recla
 import type { Timeline } from '../observability/timeline.js';
 import { SubgroupTransport } from '../transport/subgroup_transport.js';
 import type { Transport } from '../transport/transport.js';
-import type { BurstGate } from './burst_gate.js';
-import { decodeControl, encodeControl } from './codec.js';
-import { CountingTransport } from './counting_transport.js';
-import type { ControlMessage, Request } from './messages.js';
+import { isPeerRequest, PointToPoint } from './execution/point_to_point.js';
+import type { Entry } from './negotiation/tensor_queue.js';
 import type { Membership } from './ops/op_spec.js';
-import type { PeerRequest } from './peer_request.js';
-import { isPeerRequest, PointToPoint } from './point_to_point.js';
+import type { BurstGate } from './ready/burst_gate.js';
+import { StatsWriter } from './reporting/stats.js';
 import { SetEngine, type SetMessage } from './set_engine.js';
-import { StatsWriter } from './stats.js';
-import type { Entry } from './tensor_queue.js';
-import type { FromEngine, Submission } from './worker_protocol.js';
+import type { FromEngine, Submission } from './threads/worker_protocol.js';
+import { decodeControl, encodeControl } from './wire/codec.js';
+import { CountingTransport } from './wire/counting_transport.js';
+import type { ControlMessage, Request } from './wire/messages.js';
+import type { PeerRequest } from './wire/peer_request.js';
 
 const kCoordinator = 0;
 

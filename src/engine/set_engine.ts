@@ -21,18 +21,18 @@ import type { Logger } from '../core/logger.js';
 import { runSoon } from '../core/soon.js';
 import type { Timeline } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
-import type { BurstGate } from './burst_gate.js';
-import { Executor, type ExecutorSettings } from './executor.js';
-import type { ControlMessage, ExecuteResponse, Request, Response } from './messages.js';
+import { Executor, type ExecutorSettings } from './execution/executor.js';
+import { type Decision, Rank0Decisions } from './negotiation/rank0_decisions.js';
+import { ResponseCache } from './negotiation/response_cache.js';
+import { type Entry, TensorQueue } from './negotiation/tensor_queue.js';
 import type { Membership } from './ops/op_spec.js';
 import { specOf } from './ops/registry.js';
-import { type Decision, Rank0Decisions } from './rank0_decisions.js';
-import { exchangeModeFor } from './ready_exchange_mode.js';
-import { ReadyPath } from './ready_path.js';
-import { ResponseCache } from './response_cache.js';
-import type { StatsWriter } from './stats.js';
-import { type Entry, TensorQueue } from './tensor_queue.js';
-import type { FromEngine } from './worker_protocol.js';
+import type { BurstGate } from './ready/burst_gate.js';
+import { exchangeModeFor } from './ready/ready_exchange_mode.js';
+import { ReadyPath } from './ready/ready_path.js';
+import type { StatsWriter } from './reporting/stats.js';
+import type { FromEngine } from './threads/worker_protocol.js';
+import type { ControlMessage, ExecuteResponse, Request, Response } from './wire/messages.js';
 
 /** Messages of one set on the wire: each carries the set's id. */
 export type SetMessage = ControlMessage & { type: 'requests' | 'responses' | 'ready' | 'ready-step' };

@@ -16,7 +16,7 @@
 import { ringAllgather } from '../algorithms/ring_allgather.js';
 import type { Config } from '../core/config.js';
 import type { Transport } from '../transport/transport.js';
-import { kStartupTag } from './tags.js';
+import { kStartupTag } from './wire/tags.js';
 
 export type Placement = Pick<Config, 'localRank' | 'localSize' | 'crossRank' | 'crossSize'>;
 

@@ -14,7 +14,7 @@
 import type { Config } from '../core/config.js';
 import type { RingReduceError } from '../core/errors.js';
 import type { Collect } from '../core/shared_memory_reclaimer.js';
-import type { EngineInit, FromEngine, ToEngine } from '../engine/worker_protocol.js';
+import type { EngineInit, FromEngine, ToEngine } from '../engine/threads/worker_protocol.js';
 
 /** The variables of the environment contract (docs/env.md), as this rank got them. */
 export type Environment = Readonly<Record<string, string | undefined>>;

@@ -4,7 +4,7 @@
  * view is rank `ranks[p]` of the transport below. Only the data plane is seen through it.
  *
  * Used for a process set's view of the job (engine: the set's tags keep sets that share ranks
- * apart, engine/tags.ts) and for the hosts' local and cross-host groups of a hierarchical
+ * apart, engine/wire/tags.ts) and for the hosts' local and cross-host groups of a hierarchical
  * collective (algorithms/hierarchy.ts: its phases share the collective's tag).
  */
 import { ProtocolError } from '../core/errors.js';

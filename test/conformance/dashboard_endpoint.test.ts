@@ -11,7 +11,7 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { RingReduce } from '../../src/api/runtime.js';
-import type { RankReport } from '../../src/engine/dashboard_reporter.js';
+import type { RankReport } from '../../src/engine/reporting/dashboard_reporter.js';
 import { DashboardModel } from '../../src/launcher/dashboard/model.js';
 import { DashboardServer } from '../../src/launcher/dashboard/server.js';
 import { ingestUrl, kDashboardEnv } from '../../src/observability/dashboard_target.js';

@@ -11,7 +11,7 @@ import { describe, test } from 'node:test';
 import { RingReduce } from '../../src/api/runtime.js';
 import { resolveConfig } from '../../src/core/config.js';
 import { MismatchError } from '../../src/core/errors.js';
-import type { RankStats } from '../../src/engine/stats.js';
+import type { RankStats } from '../../src/engine/reporting/stats.js';
 import { createMemoryWorld } from '../../src/transport/memory/memory_transport.js';
 import { LocalEngine } from '../helpers/local_engine.js';
 import { bounded } from '../helpers/real_worlds.js';

@@ -13,7 +13,7 @@ import { BufferPool } from '../../src/core/buffer_pool.js';
 import { allocShared } from '../../src/core/dtypes.js';
 import type { ReduceOp, TensorLike, TypedArray } from '../../src/core/types.js';
 import type { Engine } from '../../src/engine/engine.js';
-import type { Request } from '../../src/engine/messages.js';
+import type { Request } from '../../src/engine/wire/messages.js';
 import { LocalEngine } from './local_engine.js';
 
 /** The engine link behind a RingReduce (a private field of the facade). */

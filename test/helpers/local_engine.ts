@@ -14,7 +14,7 @@ import { type Config, type InitOptions, resolveConfig } from '../../src/core/con
 import { fromErrorRecord, RingReduceError } from '../../src/core/errors.js';
 import { Logger } from '../../src/core/logger.js';
 import { Engine } from '../../src/engine/engine.js';
-import type { FromEngine } from '../../src/engine/worker_protocol.js';
+import type { FromEngine } from '../../src/engine/threads/worker_protocol.js';
 import { createMemoryWorld, type MemoryWorld, type MemoryWorldOptions } from '../../src/transport/memory/memory_transport.js';
 import type { Transport } from '../../src/transport/transport.js';
 import { testEnv } from './test_env.js';

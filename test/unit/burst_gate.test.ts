@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
-import { BurstGate } from '../../src/engine/burst_gate.js';
+import { BurstGate } from '../../src/engine/ready/burst_gate.js';
 import { timelinePathFor } from '../../src/observability/timeline.js';
 import { startWorld, stopWorld } from '../helpers/world.js';
 

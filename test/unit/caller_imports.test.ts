@@ -13,11 +13,11 @@ const kRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** Engine modules the caller's thread shares with the engine: protocols and shared-memory layouts, no engine logic. */
 const kSharedWithEngine = [
-  'src/engine/worker_protocol.ts',
-  'src/engine/hand_off.ts',
-  'src/engine/stats.ts',
+  'src/engine/threads/worker_protocol.ts',
+  'src/engine/threads/hand_off.ts',
+  'src/engine/reporting/stats.ts',
   // What a send or recv submits (its kAnyPeer).
-  'src/engine/peer_request.ts',
+  'src/engine/wire/peer_request.ts',
 ];
 /** Algorithms the caller runs: fp16 compression's conversions (one WebAssembly module with the kernels). */
 const kCallerAlgorithms = /^src\/algorithms\/(half_convert|reduce_wasm|reduce|reduce_half|wasm\/.*)\.ts$/;

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ProtocolError } from '../../src/core/errors.js';
-import { decodeControl, encodeControl } from '../../src/engine/codec.js';
-import type { ControlMessage } from '../../src/engine/messages.js';
+import { decodeControl, encodeControl } from '../../src/engine/wire/codec.js';
+import type { ControlMessage } from '../../src/engine/wire/messages.js';
 
 const samples: ControlMessage[] = [
   {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Logger } from '../../src/core/logger.js';
-import { Coordinator } from '../../src/engine/coordinator.js';
-import type { Request, Response } from '../../src/engine/messages.js';
+import { Coordinator } from '../../src/engine/negotiation/coordinator.js';
+import type { Request, Response } from '../../src/engine/wire/messages.js';
 
 const req = (name: string, dtype: Request['dtype'] = 'float32'): Request => ({
   name,

@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { RankReport } from '../../src/engine/dashboard_reporter.js';
-import { createStatsBuffer, readStats } from '../../src/engine/stats.js';
+import type { RankReport } from '../../src/engine/reporting/dashboard_reporter.js';
+import { createStatsBuffer, readStats } from '../../src/engine/reporting/stats.js';
 import { DashboardModel, kStalledAfterMs } from '../../src/launcher/dashboard/model.js';
 
 function statsWith(values: Partial<ReturnType<typeof readStats>>): ReturnType<typeof readStats> {

@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { EagerExchange } from '../../src/engine/eager_exchange.js';
-import type { Request } from '../../src/engine/messages.js';
+import { EagerExchange } from '../../src/engine/ready/eager_exchange.js';
+import type { Request } from '../../src/engine/wire/messages.js';
 import { startWorld, stopWorld } from '../helpers/world.js';
 
 const request: Request = { name: 'loss', op: 'allreduce', dtype: 'float32', shape: [1], reduceOp: 'sum' };

@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { DType } from '../../src/core/types.js';
-import { planFusion } from '../../src/engine/fusion.js';
-import type { Request, Response } from '../../src/engine/messages.js';
+import { planFusion } from '../../src/engine/execution/fusion.js';
 import { pack, unpack } from '../../src/engine/ops/packing.js';
+import type { Request, Response } from '../../src/engine/wire/messages.js';
 import { allreduceRequest, startEngines, stopEngines } from '../helpers/engines.js';
 
 function exec(name: string, dtype: DType = 'float32', op: 'allreduce' | 'broadcast' = 'allreduce'): Response {

@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { kCollectiveOps } from '../../src/core/collective_ops.js';
-import { decodeControl, encodeControl } from '../../src/engine/codec.js';
-import type { Request } from '../../src/engine/messages.js';
 import { kSpecOps } from '../../src/engine/ops/registry.js';
+import { decodeControl, encodeControl } from '../../src/engine/wire/codec.js';
+import type { Request } from '../../src/engine/wire/messages.js';
 
 const kPinned = [
   'allreduce',

@@ -1,5 +1,5 @@
 /**
- * send and recv between two ranks (engine/point_to_point.ts), on engines over the memory
+ * send and recv between two ranks (engine/execution/point_to_point.ts), on engines over the memory
  * transport: matching by (sender, receiver, tag) in call order, mismatches on both sides, the
  * deadlines of unmatched calls and withdrawn offers, a dead peer, no mixing with collectives, recvs
  * from any rank and messages of a process set.
@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { fromErrorRecord } from '../../src/core/errors.js';
 import type { DType } from '../../src/core/types.js';
-import { kAnyPeer, type PeerCall } from '../../src/engine/peer_request.js';
-import type { FromEngine } from '../../src/engine/worker_protocol.js';
+import type { FromEngine } from '../../src/engine/threads/worker_protocol.js';
+import { kAnyPeer, type PeerCall } from '../../src/engine/wire/peer_request.js';
 import { allreduceRequest, startEngines, stopEngines, type TestRank } from '../helpers/engines.js';
 
 // The engines' timers do not keep a process alive (sockets do, and here there are none).

@@ -7,11 +7,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ProtocolError } from '../../src/core/errors.js';
-import type { StepMessage } from '../../src/engine/messages.js';
-import { AllToAllExchange } from '../../src/engine/ready_all_to_all.js';
-import { DoublingExchange, doublingSchedule } from '../../src/engine/ready_doubling.js';
-import { exchangeModeFor, kAllToAllMaxRanks } from '../../src/engine/ready_exchange_mode.js';
-import { ReadyRounds } from '../../src/engine/ready_rounds.js';
+import { AllToAllExchange } from '../../src/engine/ready/ready_all_to_all.js';
+import { DoublingExchange, doublingSchedule } from '../../src/engine/ready/ready_doubling.js';
+import { exchangeModeFor, kAllToAllMaxRanks } from '../../src/engine/ready/ready_exchange_mode.js';
+import { ReadyRounds } from '../../src/engine/ready/ready_rounds.js';
+import type { StepMessage } from '../../src/engine/wire/messages.js';
 
 type Mode = 'all-to-all' | 'recursive-doubling';
 const kModes: readonly Mode[] = ['all-to-all', 'recursive-doubling'];

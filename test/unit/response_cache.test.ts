@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Request } from '../../src/engine/messages.js';
-import { ResponseCache } from '../../src/engine/response_cache.js';
+import { ResponseCache } from '../../src/engine/negotiation/response_cache.js';
+import type { Request } from '../../src/engine/wire/messages.js';
 import { allreduceRequest, startEngines, stopEngines } from '../helpers/engines.js';
 
 describe('ResponseCache', () => {

@@ -1,5 +1,5 @@
 /**
- * The sync mailbox (engine/sync_mailbox.ts): a browser caller blocked in a ...Sync call takes its
+ * The sync mailbox (engine/threads/sync_mailbox.ts): a browser caller blocked in a ...Sync call takes its
  * completion from it. What a completion carries (shape, counts, an output of any dtype, an
  * error), that only the call's own id is taken and only once, growth for large outputs (seen from
  * another thread too), the refusal of an output past the mailbox's size, and the stop that ends
@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import { Float16Bits } from '../../src/core/float16.js';
-import { createSyncMailbox, SyncMailboxReader, SyncMailboxWriter } from '../../src/engine/sync_mailbox.js';
+import { createSyncMailbox, SyncMailboxReader, SyncMailboxWriter } from '../../src/engine/threads/sync_mailbox.js';
 
 function pair(maxBytes?: number) {
   const buffer = createSyncMailbox(maxBytes);
@@ -99,7 +99,7 @@ describe('sync mailbox', () => {
         const taken = reader.take(9);
         parentPort.postMessage({ length: taken.output.length, last: taken.output[taken.output.length - 1], shape: taken.shape });
       });`;
-    const module = new URL('../../src/engine/sync_mailbox.js', import.meta.url).href;
+    const module = new URL('../../src/engine/threads/sync_mailbox.js', import.meta.url).href;
     const worker = new Worker(code, { eval: true, workerData: { buffer, signal, module } });
     const seen = new Promise((resolve, reject) => {
       worker.on('message', (message) => {

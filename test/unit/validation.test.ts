@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Request } from '../../src/engine/messages.js';
-import { negotiate } from '../../src/engine/validation.js';
+import { negotiate } from '../../src/engine/negotiation/validation.js';
+import type { Request } from '../../src/engine/wire/messages.js';
 
 const base: Request = { name: 'g', op: 'allreduce', dtype: 'float32', shape: [2, 3], reduceOp: 'sum' };
 

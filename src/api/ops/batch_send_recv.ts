@@ -2,13 +2,13 @@
  * batchSendRecv (torch's batch_isend_irecv) on the caller's side: every entry is checked before
  * anything is submitted, the entries' data share one staging buffer (each at an offset aligned to
  * 8 bytes), and the batch is one submission whose calls the engine starts all at once
- * (engine/point_to_point.ts): a ring or an exchange written as one batch cannot deadlock, also
+ * (engine/execution/point_to_point.ts): a ring or an exchange written as one batch cannot deadlock, also
  * from the blocking twin, which could not post a recv while its send waits.
  */
 import { bytesPerElement, viewOf } from '../../core/dtypes.js';
 import { InvalidArgumentError } from '../../core/errors.js';
 import type { TensorLike } from '../../core/types.js';
-import type { PeerBatch, PeerCall } from '../../engine/peer_request.js';
+import type { PeerBatch, PeerCall } from '../../engine/wire/peer_request.js';
 import type { CallContext, Prepared } from '../call.js';
 import type { Completion } from '../engine_client.js';
 import type { ParsedTensor } from '../tensor_args.js';

@@ -2,7 +2,7 @@
  * monitoredBarrier (torch.distributed's monitored_barrier): a barrier that, instead of waiting for
  * a missing rank until the stall timeout, names the ranks that did not arrive within the caller's
  * deadline, on every rank that did, and leaves the job usable. It is made of point-to-point
- * messages with deadlines (engine/point_to_point.ts), under a tag of the library's own (2^31 and
+ * messages with deadlines (engine/execution/point_to_point.ts), under a tag of the library's own (2^31 and
  * up: no user message has one), a new one per call, so that a late message of one call never
  * meets the next:
  *

@@ -1,7 +1,7 @@
 /** send and recv on the caller's side: options, the message copied at call time, and the filled buffer. */
 import { InvalidArgumentError } from '../../core/errors.js';
 import type { TensorLike } from '../../core/types.js';
-import { kAnyPeer, type PeerCall } from '../../engine/peer_request.js';
+import { kAnyPeer, type PeerCall } from '../../engine/wire/peer_request.js';
 import type { CallContext, Prepared } from '../call.js';
 import type { Completion } from '../engine_client.js';
 import type { ProcessSet } from '../process_set.js';

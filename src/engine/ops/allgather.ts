@@ -9,7 +9,7 @@ import { allgather } from '../../algorithms/allgather.js';
 import { allgatherRunsHierarchically, hierarchicalAllgather } from '../../algorithms/hierarchical_allgather.js';
 import { allocShared } from '../../core/dtypes.js';
 import { elementCount } from '../../core/shapes.js';
-import { withOutLength, writeOutLength } from '../wire.js';
+import { withOutLength, writeOutLength } from '../wire/wire.js';
 import { firstMismatch, kDTypeCheck, kNdimCheck, shapeText, trailingDimsCheck } from './agreement.js';
 import type { Agreement, OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';
 

@@ -11,7 +11,7 @@ import { bytesPerElement, constructorOf } from '../../core/dtypes.js';
 import { elementCount } from '../../core/shapes.js';
 import { kReduceOps, type ReduceOp, type TypedArray } from '../../core/types.js';
 
-import { codeOf } from '../wire.js';
+import { codeOf } from '../wire/wire.js';
 import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
 import { identityBuffer, overContributors } from './join_support.js';
 import type { ExecutionContext, OpEntry, OpSpec, RequestBase } from './op_spec.js';

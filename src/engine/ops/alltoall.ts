@@ -10,7 +10,7 @@
 import { alltoall } from '../../algorithms/alltoall.js';
 import { allocShared } from '../../core/dtypes.js';
 import { elementCount } from '../../core/shapes.js';
-import { readCounts, withOutLength, writeCounts, writeOutLength } from '../wire.js';
+import { readCounts, withOutLength, writeCounts, writeOutLength } from '../wire/wire.js';
 import { firstMismatch, kDTypeCheck, kNdimCheck, shapeText, trailingDimsCheck } from './agreement.js';
 import type { OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';
 

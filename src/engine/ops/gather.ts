@@ -8,7 +8,7 @@
 import { treeGather } from '../../algorithms/tree_gather.js';
 import { allocShared } from '../../core/dtypes.js';
 import { elementCount } from '../../core/shapes.js';
-import { withOutLength, writeOutLength } from '../wire.js';
+import { withOutLength, writeOutLength } from '../wire/wire.js';
 import { firstMismatch, kDTypeCheck, kNdimCheck, rootCheck, shapeText, trailingDimsCheck } from './agreement.js';
 import { joinedRoot } from './join_support.js';
 import type { OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';

@@ -13,7 +13,7 @@ import type { BufferPool } from '../../core/buffer_pool.js';
 import type { ErrorClassName } from '../../core/errors.js';
 import type { HierarchicalMode, TypedArray, WireDType } from '../../core/types.js';
 import type { NativeCollectives, Transport } from '../../transport/transport.js';
-import type { Reader, Writer } from '../wire.js';
+import type { Reader, Writer } from '../wire/wire.js';
 
 /** The fields of every request: what one rank asks for. */
 export interface RequestBase<Op extends string = string> {

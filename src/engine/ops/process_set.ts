@@ -4,7 +4,7 @@
  * rank); they act at their agreed place in the world's order (Membership: the engine defines or
  * removes the set), so every rank sees the same sets at the same point. Never cached.
  */
-import { readCounts, writeCounts } from '../wire.js';
+import { readCounts, writeCounts } from '../wire/wire.js';
 import { type FieldCheck, firstMismatch } from './agreement.js';
 import type { OpSpec, RequestBase } from './op_spec.js';
 

@@ -5,7 +5,7 @@
  */
 import { reduceToRoot } from '../../algorithms/reduce_to_root.js';
 import { kReduceOps, type ReduceOp } from '../../core/types.js';
-import { codeOf } from '../wire.js';
+import { codeOf } from '../wire/wire.js';
 import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck, rootCheck } from './agreement.js';
 import { identityBuffer, joinedRoot, overContributors } from './join_support.js';
 import type { OpEntry, OpSpec, RequestBase } from './op_spec.js';

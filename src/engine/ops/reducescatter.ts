@@ -11,7 +11,7 @@ import { reducescatter } from '../../algorithms/reducescatter.js';
 import { allocShared } from '../../core/dtypes.js';
 import { elementCount, splitRows } from '../../core/shapes.js';
 import { kReduceOps, type ReduceOp } from '../../core/types.js';
-import { codeOf, readCounts, writeCounts } from '../wire.js';
+import { codeOf, readCounts, writeCounts } from '../wire/wire.js';
 import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck, shapeText } from './agreement.js';
 import { identityBuffer, overContributors } from './join_support.js';
 import type { OpEntry, OpSpec, RequestBase } from './op_spec.js';

@@ -6,7 +6,7 @@
  */
 import { type FloatArray, scaleInPlace } from '../../algorithms/reduce.js';
 import type { TypedArray } from '../../core/types.js';
-import type { Reader, Writer } from '../wire.js';
+import type { Reader, Writer } from '../wire/wire.js';
 import type { FieldCheck } from './agreement.js';
 
 export interface ScaleFactors {

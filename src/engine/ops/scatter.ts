@@ -10,7 +10,7 @@
 import { treeScatter } from '../../algorithms/tree_scatter.js';
 import { allocShared } from '../../core/dtypes.js';
 import { elementCount } from '../../core/shapes.js';
-import { readCounts, withOutLength, writeCounts, writeOutLength } from '../wire.js';
+import { readCounts, withOutLength, writeCounts, writeOutLength } from '../wire/wire.js';
 import { firstMismatch, rootCheck } from './agreement.js';
 import type { OpEntry, OpSpec, Refusal, RequestBase } from './op_spec.js';
 

@@ -2,7 +2,7 @@
  * The scripts a browser rank's page loads, each one self-contained ES module:
  *
  * - boot: the page's own script (page/boot.ts), and engine: the rank's engine, run in a module
- *   Web Worker (engine/web_worker.ts): the same for every job, bundled by `npm run build`
+ *   Web Worker (engine/threads/web_worker.ts): the same for every job, bundled by `npm run build`
  *   (scripts/build-browser.mjs) into dist/browser/;
  * - program: the user's program, behind the prelude that forwards its output (page/rank_prelude.ts),
  *   bundled by esbuild when ringrun starts (a few hundred milliseconds).

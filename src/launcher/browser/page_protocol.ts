@@ -64,7 +64,7 @@ export interface ExitMessage {
   reason?: string;
 }
 
-/** With --dashboard: the engine's report (engine/dashboard_reporter.ts), which ringrun passes on. */
+/** With --dashboard: the engine's report (engine/reporting/dashboard_reporter.ts), which ringrun passes on. */
 export interface ReportMessage {
   type: 'report';
   body: string;
@@ -73,7 +73,7 @@ export interface ReportMessage {
 export type PageToLauncher = JoinMessage | OutputMessage | ExitMessage | ReportMessage;
 export type LauncherToPage = AssignedMessage | RefusedMessage | StopMessage;
 
-/** Program worker → page: what the rank's prelude (rank_prelude.ts) reports (ringreduce's own: engine/browser_protocol.ts). */
+/** Program worker → page: what the rank's prelude (rank_prelude.ts) reports (ringreduce's own: engine/threads/browser_protocol.ts). */
 export type PreludeToPage =
   | { type: 'ringreduce:output'; stream: 'stdout' | 'stderr'; text: string }
   /** The program's module, top-level await included, has finished evaluating. */

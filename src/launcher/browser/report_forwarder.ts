@@ -4,7 +4,7 @@
  * on, with the browser (as BrowserRank names it) as the host and no pid.
  */
 import { kEnv } from '../../core/env_names.js';
-import { httpReportSender } from '../../engine/dashboard_http.js';
+import { httpReportSender } from '../../engine/reporting/dashboard_http.js';
 import { dashboardTarget } from '../../observability/dashboard_target.js';
 import type { BrowserRank } from './browser_rank.js';
 

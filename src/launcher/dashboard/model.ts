@@ -1,6 +1,6 @@
 /**
  * What the dashboard knows of a job, and what the page reads: one row per rank, built from the
- * rank's own reports (engine/dashboard_reporter.ts) and from what the launcher itself
+ * rank's own reports (engine/reporting/dashboard_reporter.ts) and from what the launcher itself
  * says (a rank's pid when spawned, its exit, the failure report); a series sampled once a second
  * for the charts; and the job's events (stall warnings, errors, the launcher's messages).
  *
@@ -13,7 +13,7 @@
  * allreduce, allgather and reducescatter that is nccl-tests' busbw (the bytes the busiest link
  * carries), so it reads the same as the bench's column.
  */
-import type { RankReport, ReportedState } from '../../engine/dashboard_reporter.js';
+import type { RankReport, ReportedState } from '../../engine/reporting/dashboard_reporter.js';
 
 export type RankState = ReportedState | 'stalled';
 

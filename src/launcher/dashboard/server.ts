@@ -4,7 +4,7 @@
  *   GET  /?token=T              the page (assets under /assets/, shipped in the package)
  *   GET  /api/state?token=T&since=S   the job's state, and the chart points after S (seconds)
  *   GET  /api/timeline?token=T  the merged timeline of the last minutes (when one is written)
- *   POST /ingest/<ingest token> a rank's report (engine/dashboard_reporter.ts)
+ *   POST /ingest/<ingest token> a rank's report (engine/reporting/dashboard_reporter.ts)
  *
  * Two random tokens: T is in the printed URL (viewers), the ingest token only in the ranks'
  * environment, so a viewer cannot feed the page. Both are required on every address, loopback
@@ -19,7 +19,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { RankReport } from '../../engine/dashboard_reporter.js';
+import type { RankReport } from '../../engine/reporting/dashboard_reporter.js';
 import { kIngestPath } from '../../observability/dashboard_target.js';
 import type { DashboardModel } from './model.js';
 import { mergedTimeline } from './timeline_window.js';

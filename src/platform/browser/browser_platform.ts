@@ -1,6 +1,6 @@
 /**
  * The platform of a browser rank's program worker (platform.ts says how `#platform` picks it;
- * engine/browser_protocol.ts how the rank's threads talk).
+ * engine/threads/browser_protocol.ts how the rank's threads talk).
  */
 import { InvalidArgumentError } from '../../core/errors.js';
 import { WebStoreClient } from '../../rendezvous/web_store_client.js';

@@ -1,11 +1,11 @@
 /**
- * The program worker's side of a browser rank (engine/browser_protocol.ts): the environment
+ * The program worker's side of a browser rank (engine/threads/browser_protocol.ts): the environment
  * ringrun's page posts it first, and the engines the page starts for it on request.
  */
 import { InvalidArgumentError, RingReduceError, TimeoutError } from '../../core/errors.js';
-import { kEnvDeadlineMs, type PageToProgram, type ProgramToPage } from '../../engine/browser_protocol.js';
-import { createSyncMailbox, SyncMailboxReader } from '../../engine/sync_mailbox.js';
-import type { EngineInit, FromEngine } from '../../engine/worker_protocol.js';
+import { kEnvDeadlineMs, type PageToProgram, type ProgramToPage } from '../../engine/threads/browser_protocol.js';
+import { createSyncMailbox, SyncMailboxReader } from '../../engine/threads/sync_mailbox.js';
+import type { EngineInit, FromEngine } from '../../engine/threads/worker_protocol.js';
 import type { EngineEvents, EngineThread, Environment } from '../platform.js';
 
 /** A dedicated worker's global scope, as far as this module uses it (the DOM lib types `self` as a Window). */
@@ -86,7 +86,7 @@ function engineName(): string {
 
 /**
  * Asks the page for an engine worker and talks to it over a MessageChannel; a ...Sync call takes
- * its completion from the sync mailbox (engine/sync_mailbox.ts), since a browser cannot take a
+ * its completion from the sync mailbox (engine/threads/sync_mailbox.ts), since a browser cannot take a
  * message off a port without the event loop.
  */
 export function startPageEngine(init: EngineInit, events: EngineEvents): EngineThread {

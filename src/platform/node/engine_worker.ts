@@ -1,5 +1,5 @@
 /**
- * The engine's thread on Node: a worker thread running engine/worker.ts. Completions arrive on a
+ * The engine's thread on Node: a worker thread running engine/threads/worker.ts. Completions arrive on a
  * MessagePort of their own rather than the worker's channel, because a caller blocked in a
  * ...Sync call cannot run its event loop: it sleeps in Atomics.wait on the shared counter that
  * the engine bumps after each post, and then drains the port itself with receiveMessageOnPort.
@@ -10,10 +10,10 @@
  */
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import { RingReduceError, ShutdownError } from '../../core/errors.js';
-import type { EngineInit, FromEngine, ToEngine, WorkerInit } from '../../engine/worker_protocol.js';
+import type { EngineInit, FromEngine, ToEngine, WorkerInit } from '../../engine/threads/worker_protocol.js';
 import type { EngineEvents, EngineThread } from '../platform.js';
 
-const kWorkerUrl = new URL('../../engine/worker.js', import.meta.url);
+const kWorkerUrl = new URL('../../engine/threads/worker.js', import.meta.url);
 
 /** Flags that say what the main program is (code from -e, stdin, a REPL, a test run), with their value if separate. */
 const kEntryFlags: ReadonlyMap<string, boolean> = new Map([
@@ -79,7 +79,7 @@ function startWorker(workerData: WorkerInit, transferList: MessagePort[]): Worke
   }
 }
 
-/** Starts engine/worker.ts in a worker thread. */
+/** Starts engine/threads/worker.ts in a worker thread. */
 export function startEngineWorker(init: EngineInit, events: EngineEvents): EngineThread {
   const { port1, port2 } = new MessageChannel();
   const worker = startWorker({ ...init, port: port2 }, [port2]);

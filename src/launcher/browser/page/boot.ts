@@ -12,7 +12,7 @@
  * the rank, whose program and engine run in workers.
  */
 
-import type { ProgramToPage } from '../../../engine/browser_protocol.js';
+import type { ProgramToPage } from '../../../engine/threads/browser_protocol.js';
 import {
   type AssignedMessage,
   kPagePaths,

@@ -1,5 +1,5 @@
 /**
- * The page's side of a browser rank's engines (engine/browser_protocol.ts), on the page's main
+ * The page's side of a browser rank's engines (engine/threads/browser_protocol.ts), on the page's main
  * thread: when the program worker asks for an engine, the page starts it, as a module Web Worker
  * of its own (the page must later hand it RTCDataChannels, which Chromium transfers only from the
  * thread that made them, right after), and hands it the init data and the port the program
@@ -10,7 +10,7 @@
  * const host = hostEngines(program, engineUrl, { env, output: (text) => sendStderr(text) });
  * // ...when the job ends: host.stop();
  */
-import type { EngineToPage, PageToEngine, PageToProgram, ProgramToPage } from '../../../engine/browser_protocol.js';
+import type { EngineToPage, PageToEngine, PageToProgram, ProgramToPage } from '../../../engine/threads/browser_protocol.js';
 
 export interface EngineHostOptions {
   /** The rank's environment: posted to the program worker at once, before anything else (its init() waits for it). */

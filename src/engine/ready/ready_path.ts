@@ -1,0 +1,258 @@
+/**
+ * The cached path: how ranks agree on collectives the response cache knows without rank 0, in
+ * ready rounds (ready_rounds.ts), and finish the tiny ones whose data rode with the round
+ * (eager_exchange.ts). The engine feeds it this rank's ready ids and peers' reports, and calls
+ * `closeNext` in its advance loop; each closed round yields the agreed collectives, planned for
+ * fusion, in the order every rank runs them.
+ *
+ * Holding an answer: a rank with nothing pending does not answer a round a peer opened (the
+ * round could only close empty) for at most `kAnswerGraceMs`: long enough to cover a training
+ * step's skew between ranks, short next to stall timeouts (rank 0 learns who waits for whom only
+ * from closed rounds).
+ */
+import { PeerFailureError, ShutdownError, toErrorRecord } from '../../core/errors.js';
+import { elementCount } from '../../core/shapes.js';
+import type { Executor } from '../execution/executor.js';
+import { planFusion } from '../execution/fusion.js';
+import type { Coordinator } from '../negotiation/coordinator.js';
+import type { ResponseCache } from '../negotiation/response_cache.js';
+import type { Entry, TensorQueue } from '../negotiation/tensor_queue.js';
+import type { FromEngine } from '../threads/worker_protocol.js';
+import type { ControlMessage, ExecuteResponse, Request, Response } from '../wire/messages.js';
+import { EagerExchange } from './eager_exchange.js';
+import { AllToAllExchange } from './ready_all_to_all.js';
+import { DoublingExchange } from './ready_doubling.js';
+import type { ExchangeMode } from './ready_exchange_mode.js';
+import { type ClosedRound, ReadyRounds } from './ready_rounds.js';
+
+const kAnswerGraceMs = 100;
+
+export interface ReadyPathHooks {
+  /** Sends a control message to every peer. */
+  broadcast(message: ControlMessage): void;
+  /** Sends a control message to one peer. */
+  send(peer: number, message: ControlMessage): void;
+  /** Whether this rank has reported requests pending, so that it answers a peer's round at once. */
+  busy(): boolean;
+  /** Runs an agreed collective after everything scheduled before it. */
+  schedule(response: Response): void;
+  /** Settles a call on the caller's side. */
+  post(message: FromEngine): void;
+  /** An eager collective finished with fresh memory that can be collected. */
+  releasedFresh(bytes: number): void;
+  /** Timeline: the named entries finished negotiating. */
+  agreed(requests: readonly Request[]): void;
+  /** Rank 0's decision messages: published (on rank 0) or received so far. */
+  decisions(): number;
+  /** Breaks the job. */
+  fail(error: unknown): void;
+  /** Something may advance: a timer fired. */
+  advance(): void;
+}
+
+export interface ReadyPathSettings {
+  rank: number;
+  size: number;
+  fusionThresholdBytes: number;
+  /** How rounds exchange contributions (ready_exchange_mode.ts), the same on every member. */
+  exchange: ExchangeMode;
+}
+
+type ReportMessage = ControlMessage & { type: 'ready' | 'ready-step' };
+
+export class ReadyPath {
+  private readonly rounds: ReadyRounds;
+  private readonly exchange: AllToAllExchange | DoublingExchange;
+  private readonly eager: EagerExchange;
+  /** Bounds how long this rank, with nothing pending, holds back its answer to a peer's round. */
+  private answerTimer: NodeJS.Timeout | undefined;
+  /** Ready rounds closed, and collectives agreed in them (for tests and diagnostics). */
+  readonly counts = { rounds: 0, agreed: 0 };
+
+  constructor(
+    private readonly settings: ReadyPathSettings,
+    private readonly cache: ResponseCache,
+    private readonly queue: TensorQueue,
+    private readonly executor: Executor,
+    private readonly coordinator: Coordinator | undefined,
+    private readonly hooks: ReadyPathHooks,
+  ) {
+    const { rank, size } = settings;
+    this.eager = new EagerExchange(rank, size);
+    this.exchange =
+      settings.exchange === 'all-to-all'
+        ? new AllToAllExchange(rank, size, (round, ids) => this.report(round, ids))
+        : new DoublingExchange(
+            rank,
+            size,
+            (ready) => this.eager.outgoing(ready, (id) => this.eagerEntry(id)),
+            (peer, step) => hooks.send(peer, { type: 'ready-step', ...step }),
+            hooks.decisions,
+          );
+    this.rounds = new ReadyRounds(size, this.exchange, hooks.busy, hooks.decisions);
+  }
+
+  /** Rounds closed so far: rank 0's decisions name the count after which they run. */
+  get closed(): number {
+    return this.rounds.closed;
+  }
+
+  get contributedToOpenRound(): boolean {
+    return this.rounds.contributedToOpenRound;
+  }
+
+  /** A submission the cache knows under `id` is ready on this rank. */
+  add(id: number): void {
+    this.rounds.add(id);
+  }
+
+  /** A peer's message of a round. */
+  onReport(peer: number, message: ReportMessage): void {
+    try {
+      const open = this.rounds.closed;
+      if (message.type === 'ready' && this.exchange instanceof AllToAllExchange) {
+        this.eager.receive(peer, message.round, message.eager);
+        this.exchange.receive(peer, message.round, message.ids, open);
+      } else if (message.type === 'ready-step' && this.exchange instanceof DoublingExchange) {
+        for (const e of message.eager) this.eager.receive(e.rank, message.round, [e]);
+        this.exchange.receive(peer, message, open);
+      } else {
+        const theirs = message.type === 'ready' ? 'all-to-all' : 'recursive-doubling';
+        throw new Error(
+          `rank ${peer} exchanges ready rounds ${theirs}, this rank ${this.settings.exchange}: set RINGREDUCE_READY_EXCHANGE (readyExchange) alike on every rank`,
+        );
+      }
+    } catch (error) {
+      this.hooks.fail(new PeerFailureError((error as Error).message, peer));
+    }
+  }
+
+  /** Closes the open round if it can, and runs what it agreed; false when nothing more can close now. */
+  closeNext(): boolean {
+    const closed = this.rounds.advance();
+    if (!closed) return false;
+    this.onRoundClosed(closed);
+    return true;
+  }
+
+  /**
+   * `id` left the cache at rank 0's agreed place: it stops counting in rounds, and whether it was
+   * ready here (its submission must then go to rank 0 in full) is returned.
+   */
+  evict(id: number): boolean {
+    this.eager.forget(id);
+    this.rounds.block(id);
+    if (!this.rounds.has(id)) return false;
+    this.rounds.remove(id);
+    return true;
+  }
+
+  /**
+   * Takes every ready id out of the rounds (a rank of the set joined: from this agreed place on,
+   * everything goes to rank 0 in full) and returns them; they stay in the cache. Every id the
+   * cache has handed out (`idCount`) is blocked, not only this rank's ready ones: the open round
+   * may close only after the join, when other ranks hold new submissions of these ids, and every
+   * rank must then ignore the same ones.
+   */
+  withdrawAll(idCount: number): number[] {
+    const ready = this.rounds.readyIds();
+    for (const id of ready) this.rounds.remove(id);
+    for (let id = 0; id < idCount; id++) {
+      this.eager.withdraw(id);
+      this.rounds.block(id);
+    }
+    return ready;
+  }
+
+  /** The cached collective `id` failed: this rank's submission of it (`ours`) is over; a newer one reports again. */
+  failed(id: number, ours: boolean): void {
+    if (ours) this.rounds.remove(id);
+    this.rounds.block(id);
+    this.eager.withdraw(id);
+  }
+
+  /** Starts or stops the grace timer of a held answer; call after every advance. */
+  armAnswerTimer(): void {
+    if (!this.rounds.holdingAnswer) {
+      clearTimeout(this.answerTimer);
+      this.answerTimer = undefined;
+    } else if (!this.answerTimer) {
+      this.answerTimer = setTimeout(() => {
+        this.answerTimer = undefined;
+        this.rounds.answerNow();
+        this.hooks.advance();
+      }, kAnswerGraceMs);
+    }
+  }
+
+  /** Forgets everything ready (the rank failed or is shutting down); it still answers rounds. */
+  clear(): void {
+    this.rounds.clear();
+    this.eager.clear();
+  }
+
+  close(): void {
+    clearTimeout(this.answerTimer);
+  }
+
+  /** All-to-all: this rank's contribution to a ready round, with the buffers of its new eager ids. */
+  private report(round: number, ready: readonly number[]): readonly number[] {
+    const { ids, eager } = this.eager.outgoing(ready, (id) => this.eagerEntry(id));
+    this.hooks.broadcast({ type: 'ready', round, ids, eager });
+    return ids;
+  }
+
+  private eagerEntry(id: number) {
+    const request = this.cache.request(id);
+    const entry = request && this.queue.get(request.name);
+    return entry?.buffer ? { request: entry.request, buffer: entry.buffer } : undefined;
+  }
+
+  private onRoundClosed(round: ClosedRound): void {
+    this.counts.rounds++;
+    const responses: ExecuteResponse[] = [];
+    const elements = new Map<string, number>();
+    for (const id of round.agreed) {
+      // Agreed means this rank reported it too, so it holds it (an evicted id is blocked).
+      const request = this.cache.request(id);
+      const response = this.cache.expand([id]);
+      if (!request || !response) continue;
+      this.counts.agreed++;
+      if (this.eager.isEager(request)) {
+        this.finishEager(id, request, round.round);
+        continue;
+      }
+      responses.push(response);
+      elements.set(request.name, elementCount(request.shape));
+    }
+    if (this.coordinator) {
+      const waiting: { request: Request; ranks: readonly number[] }[] = [];
+      for (const [id, ranks] of round.partial) {
+        const request = this.cache.request(id);
+        if (request) waiting.push({ request, ranks });
+      }
+      this.coordinator.watchCached(waiting);
+    }
+    const elementsOf = (name: string) => elements.get(name) ?? 0;
+    for (const response of planFusion(responses, elementsOf, this.settings.fusionThresholdBytes)) this.hooks.schedule(response);
+  }
+
+  /** An agreed eager collective: every rank's buffer is here; the executor finishes it in place. */
+  private finishEager(id: number, request: Request, round: number): void {
+    this.hooks.agreed([request]);
+    const entry: Entry | undefined = this.queue.take(request.name);
+    if (!entry?.buffer) {
+      this.eager.forget(id);
+      return;
+    }
+    const buffers = this.eager.take(id, round, request, entry.buffer);
+    if (!buffers) {
+      this.hooks.post({ type: 'failed', id: entry.id, error: toErrorRecord(new ShutdownError('ringreduce: the job broke')) });
+      this.hooks.fail(new PeerFailureError(`a peer sent no or a wrongly sized eager buffer for tensor '${request.name}'`, 0));
+      return;
+    }
+    this.executor.finishEager(request, buffers, entry.buffer);
+    this.hooks.post({ type: 'done', id: entry.id });
+    if (entry.fresh) this.hooks.releasedFresh(entry.buffer.byteLength);
+  }
+}
