@@ -10,7 +10,9 @@
  * Fail fast: the first rank that exits non-zero, dies by a signal or cannot start fails the
  * job (unless it died of a peer's failure: then the job waits, briefly, for that peer to show
  * whether it failed too, and names it if it did; failure_cause.ts).
- * The launcher then stops the others (SIGTERM to each local rank's process group, stdin
+ * The launcher then gives the others up to a second to fail on their own (each learns of the dead
+ * rank through its links within milliseconds, and its own error, naming that rank, is what its
+ * output should end with), then stops those still running (SIGTERM to each local rank's process group, stdin
  * EOF to each remote rank's session; SIGKILL to whatever still runs after the grace period),
  * waits for them and reports that first failure. An interrupt (SIGINT/SIGTERM/SIGHUP to the
  * launcher) stops every rank the same way; a second interrupt kills at once. SIGTERM rather
@@ -38,6 +40,12 @@ const kPollMs = 50;
  * its peers see its connections close), at most this.
  */
 const kCauseWaitMs = 2000;
+/**
+ * How long the surviving ranks of a failed job may take to fail on their own before they are
+ * stopped: a rank stopped at once could be cut off before printing the error that names the
+ * failed rank (it learns of it through its own links, as the launcher does).
+ */
+const kReportWindowMs = 1000;
 /** How long a failed rank's last output may take to arrive after its exit, before it is read. */
 const kOutputWaitMs = 1000;
 /** ringrun's exit code when ranks did not start in time, as timeout(1)'s. */
@@ -88,6 +96,8 @@ export class Job {
   private failure: JobOutcome['failure'];
   private notStarted: JobOutcome['notStarted'];
   private interruptedBy: NodeJS.Signals | undefined;
+  /** Set while a failed job's other ranks may still end on their own (stop()'s report window). */
+  private endReportWindow: (() => void) | undefined;
   private abortedWith: number | undefined;
   private stopping: Promise<void> | undefined;
   private survivors: number[] = [];
@@ -129,6 +139,12 @@ export class Job {
 
   /** Stops the job because the launcher received `signal`; a second call kills at once. */
   interrupt(signal: NodeJS.Signals): void {
+    if (this.endReportWindow !== undefined) {
+      // Stopping after a failure, still letting the ranks report it: stop them now.
+      this.options.log(`received ${signal}: stopping every rank now`);
+      this.endReportWindow();
+      return;
+    }
     if (this.stopping !== undefined) {
       this.options.log(`${signal} again: killing every rank now`);
       for (const rank of this.ranks) rank.stop('SIGKILL');
@@ -259,7 +275,7 @@ export class Job {
     for (const other of others) {
       if (other.isStopped()) this.options.log(`rank ${other.rank} (pid ${other.pid}) is stopped (SIGSTOP or a debugger)`);
     }
-    void this.stop();
+    void this.stop(others.some((other) => !other.isStopped()) ? kReportWindowMs : 0);
   }
 
   /** Whether `peer`, blamed by a failed rank, may still show that it failed: it has not exited (nor stopped) yet. */
@@ -279,12 +295,24 @@ export class Job {
     return 0;
   }
 
-  /** Stops every rank gracefully, then kills what still runs after the grace period. */
-  private stop(): Promise<void> {
+  /**
+   * Stops every rank gracefully, then kills what still runs after the grace period; with
+   * `reportWindowMs`, first waits that long for the ranks to end on their own (an interrupt
+   * ends the wait).
+   */
+  private stop(reportWindowMs = 0): Promise<void> {
     this.stopping ??= (async () => {
       clearTimeout(this.startTimer);
       clearTimeout(this.causeTimer);
       this.endWait();
+      if (reportWindowMs > 0) {
+        const interrupted = new Promise<void>((resolve) => {
+          this.endReportWindow = resolve;
+        });
+        const gone = await Promise.race([this.allGone(reportWindowMs), interrupted.then(() => false)]);
+        this.endReportWindow = undefined;
+        if (gone) return;
+      }
       for (const rank of this.ranks) rank.stop('SIGTERM');
       if (await this.allGone(this.killGraceMs)) return;
       const stubborn = this.ranks.filter((rank) => rank.alive());
