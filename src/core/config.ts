@@ -1,7 +1,8 @@
 /**
  * The one place that reads the environment. `resolveConfig` merges init() options (which win)
  * with the environment contract of docs/env.md into one frozen Config that the runtime and the
- * engine share; nothing else looks at process.env.
+ * engine share; nothing else looks at process.env. The tunable settings are rows of one table
+ * (settings.ts); the job's identity comes from the launcher's variables (launcher_sources.ts).
  *
  * Rank and size come from the first source that sets them: RINGREDUCE_*, Open MPI
  * (OMPI_COMM_WORLD_*), torchrun (RANK, WORLD_SIZE, ...), Slurm (SLURM_PROCID, ...), then PMI.
@@ -11,13 +12,20 @@
  */
 import { z } from 'zod';
 import { kEnv } from './env_names.js';
+import type { Env } from './env_values.js';
 import { InvalidArgumentError } from './errors.js';
 import { type JobSource, joinedBecause } from './job_source.js';
-import { isLogLevel, kLogLevels, type LogLevel } from './log_levels.js';
-import { type HierarchicalMode, kHierarchicalModes } from './types.js';
-
-/** Re-exported for src/launcher/check_build.ts, which still imports it from here (core/version.ts is its home). */
-export { kVersion } from './version.js';
+import { placementFromEnv, storeAddressFromEnv } from './launcher_sources.js';
+import type { LogLevel } from './log_levels.js';
+import {
+  type Backend,
+  type ReadyExchange,
+  resolveSettings,
+  type SettingName,
+  type SettingValues,
+  settingsSchemaShape,
+} from './settings.js';
+import type { HierarchicalMode } from './types.js';
 
 /**
  * The settings a rank runs with, resolved at init from the options, the environment
@@ -112,13 +120,9 @@ export interface Config {
   readonly dashboard: string | undefined;
 }
 
-export type Backend = 'tcp' | 'mpi' | 'auto' | 'web';
-export const kReadyExchanges = ['auto', 'all-to-all', 'recursive-doubling'] as const;
-export type ReadyExchange = (typeof kReadyExchanges)[number];
-const kBackends: readonly Backend[] = ['tcp', 'mpi', 'auto', 'web'];
+export type { Backend, ReadyExchange } from './settings.js';
 
 const rankField = z.number().int().nonnegative();
-const timeoutField = z.number().int().nonnegative();
 
 const kOptionsSchema = z.strictObject({
   rank: rankField.optional(),
@@ -132,29 +136,10 @@ const kOptionsSchema = z.strictObject({
     .string()
     .regex(/^wss?:\/\/[^\s]+$/, 'must be a ws:// or wss:// URL')
     .optional(),
-  address: z.string().min(1).optional(),
   jobId: z.string().min(1).max(128).optional(),
-  startTimeoutMs: z.number().int().positive().optional(),
-  ioTimeoutMs: z.number().int().positive().optional(),
-  stallTimeoutMs: timeoutField.optional(),
-  stallWarningMs: timeoutField.optional(),
-  heartbeatMs: timeoutField.optional(),
-  networkInterface: z.string().min(1).optional(),
   secret: z.string().min(1).optional(),
-  logLevel: z.enum(kLogLevels).optional(),
-  backend: z.enum(['tcp', 'mpi', 'auto', 'web']).optional(),
-  fusionThresholdBytes: z.number().int().nonnegative().optional(),
-  cacheCapacity: z.number().int().nonnegative().optional(),
-  segmentBytes: z.number().int().positive().optional(),
-  hierarchicalAllreduce: z.enum(kHierarchicalModes).optional(),
-  hierarchicalAllgather: z.enum(kHierarchicalModes).optional(),
-  burstHoldMs: timeoutField.optional(),
-  unixSockets: z.boolean().optional(),
-  sharedMemory: z.boolean().optional(),
-  tls: z.boolean().optional(),
-  timeline: z.string().min(1).optional(),
-  readyExchange: z.enum(kReadyExchanges).optional(),
   processSets: z.array(z.array(rankField).min(1)).optional(),
+  ...settingsSchemaShape(),
 });
 
 /**
@@ -241,262 +226,12 @@ void kInitOptionsMatchSchema;
 /** The names of init()'s options, in the schema's order (docs/env.md lists them all). */
 export const kInitOptionNames: readonly string[] = Object.freeze(Object.keys(kOptionsSchema.shape));
 
-type Env = Readonly<Record<string, string | undefined>>;
-
-function envInt(env: Env, name: string, min = 0): number | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return undefined;
-  const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value < min) {
-    throw new InvalidArgumentError(`environment variable ${name}=${JSON.stringify(raw)} must be an integer >= ${min}`);
-  }
-  return value;
-}
-
-interface EnvPlacement {
-  rank: number;
-  size: number;
-  localRank: number | undefined;
-  localSize: number | undefined;
-  crossRank: number | undefined;
-  crossSize: number | undefined;
-  source: JobSource | undefined;
-}
-
-const kRingreduceSource = [kEnv.rank, kEnv.size, kEnv.localRank, kEnv.localSize] as const;
-
-/** The launchers whose variables give rank and size, after RINGREDUCE_*, in precedence order. */
-const kLauncherSources = [
-  {
-    launcher: 'Open MPI',
-    names: ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK', 'OMPI_COMM_WORLD_LOCAL_SIZE'],
-    suspicious: () => undefined,
-  },
-  {
-    launcher: 'torchrun',
-    names: ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'],
-    suspicious: (env: Env) =>
-      env.TORCHELASTIC_RUN_ID ? undefined : "torchrun's variables, but TORCHELASTIC_RUN_ID is unset: torchrun did not set them",
-  },
-  {
-    launcher: 'Slurm',
-    names: ['SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_LOCALID', 'SLURM_NTASKS_PER_NODE'],
-    suspicious: (env: Env) =>
-      env.SLURM_STEP_ID || env.SLURM_STEPID ? undefined : 'Slurm variables, but not of an srun step (SLURM_STEP_ID is unset)',
-  },
-  {
-    launcher: 'PMI',
-    names: ['PMI_RANK', 'PMI_SIZE', 'MPI_LOCALRANKID', 'MPI_LOCALNRANKS'],
-    suspicious: () => undefined,
-  },
-] as const;
-
-/** The first source, in precedence order, that sets both rank and size. */
-function placementFromEnv(env: Env): EnvPlacement | undefined {
-  const [r, s, lr, ls] = kRingreduceSource;
-  const size = envInt(env, s, 1);
-  const rank = envInt(env, r);
-  if (size !== undefined) {
-    // RINGREDUCE_SIZE=1 alone runs this process alone, whatever other launchers' variables say.
-    if (rank === undefined && size !== 1) throw new InvalidArgumentError(`${s}=${size} is set without ${r}`);
-    return {
-      rank: rank ?? 0,
-      size,
-      localRank: envInt(env, lr),
-      localSize: envInt(env, ls, 1),
-      crossRank: envInt(env, kEnv.crossRank),
-      crossSize: envInt(env, kEnv.crossSize, 1),
-      source: undefined,
-    };
-  }
-  for (const { launcher, names, suspicious } of kLauncherSources) {
-    const [rn, sn, lrn, lsn] = names;
-    const rank = envInt(env, rn);
-    const size = envInt(env, sn, 1);
-    if (rank === undefined || size === undefined) continue;
-    const variables = names.filter((name) => env[name] !== undefined && env[name] !== '');
-    const source = {
-      launcher,
-      variables: variables.map((name) => `${name}=${env[name]}`).join(', '),
-      suspicious: suspicious(env),
-    };
-    const base = { rank, size, localRank: envInt(env, lrn), localSize: envInt(env, lsn, 1), source };
-    if (launcher === 'Slurm') return { ...base, ...slurmPlacement(env) };
-    if (launcher === 'torchrun') {
-      return { ...base, crossRank: envInt(env, 'GROUP_RANK'), crossSize: envInt(env, 'GROUP_WORLD_SIZE', 1) };
-    }
-    return { ...base, crossRank: envInt(env, kEnv.crossRank), crossSize: envInt(env, kEnv.crossSize, 1) };
-  }
-  return undefined;
-}
-
 /**
- * Slurm's node-level values. SLURM_NTASKS_PER_NODE is set only with --ntasks-per-node; the
- * tasks of each node are in SLURM_STEP_TASKS_PER_NODE (srun) or SLURM_TASKS_PER_NODE, as
- * "2(x3),1" (2 tasks on each of 3 nodes, then 1), indexed by SLURM_NODEID.
+ * Compile-time check that Config (written out, for its docs) gives each setting of the table
+ * the type the table resolves it to.
  */
-function slurmPlacement(env: Env): Pick<EnvPlacement, 'localSize' | 'crossRank' | 'crossSize'> {
-  const nodeId = envInt(env, 'SLURM_NODEID');
-  const perNodeText = env.SLURM_STEP_TASKS_PER_NODE || env.SLURM_TASKS_PER_NODE;
-  const perNode = perNodeText ? parseSlurmTasksPerNode(perNodeText) : undefined;
-  const fromList = nodeId !== undefined ? perNode?.[nodeId] : undefined;
-  return {
-    localSize: envInt(env, 'SLURM_NTASKS_PER_NODE', 1) ?? fromList,
-    crossRank: nodeId,
-    crossSize: envInt(env, 'SLURM_STEP_NUM_NODES', 1) ?? envInt(env, 'SLURM_NNODES', 1) ?? perNode?.length,
-  };
-}
-
-/** Slurm's tasks-per-node form, "2(x3),1", expanded: [2, 2, 2, 1]. */
-export function parseSlurmTasksPerNode(text: string): number[] {
-  const counts: number[] = [];
-  for (const item of text.split(',')) {
-    const match = /^\s*(\d+)(?:\(x(\d+)\))?\s*$/.exec(item);
-    if (match === null) {
-      throw new InvalidArgumentError(`Slurm tasks per node ${JSON.stringify(text)}: expected a form like "2(x3),1"`);
-    }
-    const repeat = Number(match[2] ?? 1);
-    if (repeat > 1_000_000) throw new InvalidArgumentError(`Slurm tasks per node ${JSON.stringify(text)}: too many nodes`);
-    for (let i = 0; i < repeat; i++) counts.push(Number(match[1]));
-  }
-  return counts;
-}
-
-/**
- * Slurm's compressed host list, expanded in order: "node[01-03,07],gpu[1-2]-ib" gives node01,
- * node02, node03, node07, gpu1-ib, gpu2-ib. Ranges keep their zero padding; several bracket
- * groups in one name multiply out. Throws InvalidArgumentError on a malformed list.
- */
-export function expandSlurmHostlist(text: string): string[] {
-  const hosts: string[] = [];
-  for (const item of splitTopLevel(text)) {
-    let names = [''];
-    const pattern = /([^[]*)(?:\[([^\]]*)\])?/gy;
-    let consumed = 0;
-    for (let match = pattern.exec(item); match !== null && match[0] !== ''; match = pattern.exec(item)) {
-      consumed = pattern.lastIndex;
-      const prefix = match[1] ?? '';
-      const choices = match[2] === undefined ? [''] : expandRanges(match[2], text);
-      names = names.flatMap((name) => choices.map((choice) => `${name}${prefix}${choice}`));
-      if (names.length > 1_000_000) throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)} is too long`);
-    }
-    if (consumed !== item.length) throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)} is malformed`);
-    hosts.push(...names.filter((name) => name !== ''));
-  }
-  return hosts;
-}
-
-/** Splits on the commas outside brackets. */
-function splitTopLevel(text: string): string[] {
-  const items: string[] = [];
-  let depth = 0;
-  let start = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (c === '[') depth++;
-    else if (c === ']') depth--;
-    else if (c === ',' && depth === 0) {
-      items.push(text.slice(start, i));
-      start = i + 1;
-    }
-    if (depth < 0 || depth > 1) throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)} is malformed`);
-  }
-  if (depth !== 0) throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)} has an unclosed bracket`);
-  items.push(text.slice(start));
-  return items.map((item) => item.trim()).filter((item) => item !== '');
-}
-
-/** "01-03,07" → 01, 02, 03, 07 (the padding of the range's start is kept). */
-function expandRanges(ranges: string, text: string): string[] {
-  return ranges.split(',').flatMap((range) => {
-    const match = /^(\d+)(?:-(\d+))?$/.exec(range.trim());
-    if (match === null) throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)}: bad range "${range}"`);
-    const [, lowText = '', highText] = match;
-    const low = Number(lowText);
-    const high = highText === undefined ? low : Number(highText);
-    if (high < low || high - low > 1_000_000) {
-      throw new InvalidArgumentError(`Slurm host list ${JSON.stringify(text)}: bad range "${range}"`);
-    }
-    return Array.from({ length: high - low + 1 }, (_, i) => String(low + i).padStart(lowText.length, '0'));
-  });
-}
-
-/** Below Linux's ephemeral ports (32768+), as ringrun's own choice for a remote store. */
-const kSlurmPortRange = [20_000, 32_000] as const;
-
-/**
- * Where a job started by Slurm meets: the first node of the step (SLURM_STEP_NODELIST, else
- * SLURM_JOB_NODELIST or SLURM_NODELIST), where task 0 runs, and a port derived from the job
- * and step ids (two jobs, or two steps running at once, sharing a node get different ports);
- * MASTER_PORT wins when set. Undefined outside Slurm. Also the default endpoint of
- * `ringrun --slurm`.
- */
-export function slurmRendezvous(env: Env): { host: string; port: number } | undefined {
-  const list = env.SLURM_STEP_NODELIST || env.SLURM_JOB_NODELIST || env.SLURM_NODELIST;
-  if (!list) return undefined;
-  const host = expandSlurmHostlist(list)[0];
-  if (host === undefined) return undefined;
-  const given = envInt(env, 'MASTER_PORT', 1);
-  if (given !== undefined) return { host, port: given };
-  const job = envInt(env, 'SLURM_JOB_ID') ?? envInt(env, 'SLURM_JOBID') ?? 0;
-  const step = envInt(env, 'SLURM_STEP_ID') ?? envInt(env, 'SLURM_STEPID') ?? 0;
-  const [low, high] = kSlurmPortRange;
-  // A step id may be 0xfffffffe (the batch step): keep the arithmetic in safe integers.
-  return { host, port: low + ((job * 31 + (step % 1000)) % (high - low)) };
-}
-
-/** auto, on or off; Horovod's 1 and 0 mean on and off. */
-/** `1` or `0` (empty: unset); anything else is refused by name. */
-function envFlag(env: Env, name: string): boolean | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return undefined;
-  if (raw !== '1' && raw !== '0') throw new InvalidArgumentError(`${name} must be 1 or 0, got ${JSON.stringify(raw)}`);
-  return raw === '1';
-}
-
-function envMode(env: Env, name: string): HierarchicalMode | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return undefined;
-  const value = raw === '1' ? 'on' : raw === '0' ? 'off' : raw;
-  if (!(kHierarchicalModes as readonly string[]).includes(value)) {
-    throw new InvalidArgumentError(`${name} must be auto, on or off (or 1, 0), got ${JSON.stringify(raw)}`);
-  }
-  return value as HierarchicalMode;
-}
-
-function parseHostPort(text: string, what: string): { host: string; port: number } {
-  const match = /^\[?([^\]]*?)\]?:(\d+)$/.exec(text);
-  const port = match ? Number(match[2]) : Number.NaN;
-  if (!match?.[1] || !(port >= 0 && port <= 65535)) {
-    throw new InvalidArgumentError(`${what} must be host:port, got ${JSON.stringify(text)}`);
-  }
-  return { host: match[1], port };
-}
-
-/**
- * RINGREDUCE_STORE_ADDR; else MASTER_ADDR:MASTER_PORT, or the port next to it when torchrun's
- * agent hosts its own store there (TORCHELASTIC_USE_AGENT_STORE=True: rank 0 cannot bind that
- * port, and every rank derives the same neighbour); else, under Slurm, the step's first node.
- */
-function storeAddressFromEnv(env: Env, placement: EnvPlacement | undefined): string | undefined {
-  if (env[kEnv.storeAddr]) return env[kEnv.storeAddr];
-  if (env.MASTER_ADDR && env.MASTER_PORT) {
-    const port = Number(env.MASTER_PORT);
-    if (env.TORCHELASTIC_USE_AGENT_STORE === 'True' && Number.isSafeInteger(port) && port > 0 && port < 65535) {
-      return `${formatHost(env.MASTER_ADDR)}:${port + 1}`;
-    }
-    return `${formatHost(env.MASTER_ADDR)}:${env.MASTER_PORT}`;
-  }
-  if (placement?.source?.launcher === 'Slurm') {
-    const meet = slurmRendezvous(env);
-    if (meet !== undefined) return `${formatHost(meet.host)}:${meet.port}`;
-  }
-  return undefined;
-}
-
-function formatHost(host: string): string {
-  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
-}
+const kConfigMatchesSettings: Same<Pick<Config, SettingName>, SettingValues> = true;
+void kConfigMatchesSettings;
 
 /**
  * Every set: ranks of the job, none twice; as Horovod (and addProcessSet), not every rank of the
@@ -534,6 +269,15 @@ function randomHex(bytes: number): string {
   return Array.from(random, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
+function parseHostPort(text: string, what: string): { host: string; port: number } {
+  const match = /^\[?([^\]]*?)\]?:(\d+)$/.exec(text);
+  const port = match ? Number(match[2]) : Number.NaN;
+  if (!match?.[1] || !(port >= 0 && port <= 65535)) {
+    throw new InvalidArgumentError(`${what} must be host:port, got ${JSON.stringify(text)}`);
+  }
+  return { host: match[1], port };
+}
+
 export function resolveConfig(options: InitOptions = {}, env: Env = process.env): Config {
   const parsed = kOptionsSchema.safeParse(options);
   if (!parsed.success) {
@@ -542,6 +286,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     throw new InvalidArgumentError(`${where}: ${issue?.message ?? 'invalid'}`);
   }
   const o = parsed.data;
+  const settings = resolveSettings(o, env);
   const fromEnv = placementFromEnv(env);
   const size = o.size ?? fromEnv?.size ?? 1;
   // The environment's rank and local values describe its job: only when that is the job of the options.
@@ -555,10 +300,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
   const jobSource = o.size === undefined && o.rank === undefined && size > 1 ? fromEnv?.source : undefined;
 
   const storeText = o.storeAddress ?? storeAddressFromEnv(env, ofJob);
-  const backend = o.backend ?? env[kEnv.backend] ?? 'auto';
-  if (!kBackends.includes(backend as Backend)) {
-    throw new InvalidArgumentError(`RINGREDUCE_BACKEND must be tcp, mpi, auto or web, got ${JSON.stringify(backend)}`);
-  }
+  const { backend, tls } = settings;
   const storeUrl = o.storeUrl ?? (env[kEnv.storeUrl] || undefined);
   if (storeUrl !== undefined && !/^wss?:\/\/\S+$/.test(storeUrl)) {
     throw new InvalidArgumentError(`${kEnv.storeUrl} must be a ws:// or wss:// URL, got ${JSON.stringify(storeUrl)}`);
@@ -573,19 +315,8 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     );
   }
   const store = storeText === undefined ? { host: '127.0.0.1', port: 0 } : parseHostPort(storeText, 'store address');
-  const readyExchange = o.readyExchange ?? (env[kEnv.readyExchange] || 'auto');
-  if (!kReadyExchanges.includes(readyExchange as ReadyExchange)) {
-    throw new InvalidArgumentError(
-      `${kEnv.readyExchange} must be one of ${kReadyExchanges.join(', ')}, got ${JSON.stringify(readyExchange)}`,
-    );
-  }
-  const logLevel = o.logLevel ?? env[kEnv.logLevel] ?? 'warn';
-  if (!isLogLevel(logLevel)) {
-    throw new InvalidArgumentError(`${kEnv.logLevel} must be one of ${kLogLevels.join(', ')}, got ${JSON.stringify(logLevel)}`);
-  }
   // A job of one rank has no connection to protect (an elastic one may grow: its size comes later).
   const secret = size === 1 && !env[kEnv.elasticWorker] ? undefined : (o.secret ?? (env[kEnv.secret] || undefined));
-  const tls = o.tls ?? envFlag(env, kEnv.tls) ?? false;
   if (tls && backend === 'web') {
     throw new InvalidArgumentError(
       `${kEnv.tls}: the web backend (browser ranks) has no TLS links of its own; serve its page over https instead (docs/browser.md)`,
@@ -598,6 +329,7 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
   }
 
   return Object.freeze({
+    ...settings,
     rank,
     size,
     localRank,
@@ -607,35 +339,9 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     storeHost: store.host,
     storePort: store.port,
     storeUrl,
-    address: o.address ?? (env[kEnv.address] || undefined),
     jobId: o.jobId ?? env[kEnv.jobId] ?? (size === 1 ? randomHex(8) : 'ringreduce'),
-    startTimeoutMs: o.startTimeoutMs ?? envInt(env, kEnv.startTimeoutMs, 1) ?? 30_000,
-    ioTimeoutMs: o.ioTimeoutMs ?? envInt(env, kEnv.ioTimeoutMs, 1) ?? 30_000,
-    stallTimeoutMs: o.stallTimeoutMs ?? envInt(env, kEnv.stallTimeoutMs) ?? 60_000,
-    stallWarningMs: o.stallWarningMs ?? envInt(env, kEnv.stallWarningMs) ?? 30_000,
-    heartbeatMs: o.heartbeatMs ?? envInt(env, kEnv.heartbeatMs) ?? 2_000,
-    networkInterface: o.networkInterface ?? (env[kEnv.networkInterface] || undefined),
     secret,
-    logLevel,
-    backend: backend as Backend,
     underMpi,
-    // 16 MiB, not Horovod's 64: packing costs two copies, and past 16 MiB the copies (and MPI's
-    // own large-message path) cost more than the per-collective latency fusion saves (docs/performance.md).
-    fusionThresholdBytes: o.fusionThresholdBytes ?? envInt(env, kEnv.fusionThresholdBytes) ?? 16 * 1024 * 1024,
-    cacheCapacity: o.cacheCapacity ?? envInt(env, kEnv.cacheCapacity) ?? 1024,
-    // 4 MiB: against 256 KiB, 16 MiB allreduces took 14-19 ms instead of 28 ms on 2 ranks and
-    // 45-50 ms instead of 86-89 ms on 4 (docs/performance.md); fewer, larger messages win here.
-    segmentBytes: o.segmentBytes ?? envInt(env, kEnv.segmentBytes, 1) ?? 4 * 1024 * 1024,
-    hierarchicalAllreduce: o.hierarchicalAllreduce ?? envMode(env, kEnv.hierarchicalAllreduce) ?? 'auto',
-    hierarchicalAllgather: o.hierarchicalAllgather ?? envMode(env, kEnv.hierarchicalAllgather) ?? 'auto',
-    // A burst of 100 calls takes about 1 ms here. Only bursts are held (a lone call never is), so
-    // the hold delays just calls that a long computation follows within the same tick.
-    burstHoldMs: o.burstHoldMs ?? envInt(env, kEnv.burstHoldMs) ?? 2,
-    unixSockets: o.unixSockets ?? env[kEnv.unixSockets] !== '0',
-    sharedMemory: o.sharedMemory ?? env[kEnv.sharedMemory] !== '0',
-    tls,
-    timeline: o.timeline ?? (env[kEnv.timeline] || undefined),
-    readyExchange: readyExchange as ReadyExchange,
     processSets: checkProcessSets(o.processSets ?? [], size),
     jobSource: jobSource === undefined ? undefined : Object.freeze({ ...jobSource }),
     elasticWorker: env[kEnv.elasticWorker] || undefined,

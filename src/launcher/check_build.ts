@@ -5,7 +5,7 @@
  * backends work, and for MPI why not and how to fix it.
  */
 import { spawnSync } from 'node:child_process';
-import { kVersion } from '../core/config.js';
+import { kVersion } from '../core/version.js';
 import { loadMpiBinding, mpiAddonPath } from '../transport/mpi/loader.js';
 
 export function versionText(): string {

@@ -4,8 +4,9 @@
  * and so does any per-node flag inside an srun step (SLURM_STEP_ID set), so that
  * `srun --ntasks-per-node=1 ringrun --nproc-per-node 4 node train.js` needs nothing else.
  */
-import { slurmRendezvous } from '../core/config.js';
+
 import { InvalidArgumentError } from '../core/errors.js';
+import { slurmRendezvous } from '../core/slurm.js';
 import { parseCount, parsePort } from './arg_values.js';
 import type { PerNodeConfig } from './launch_config.js';
 

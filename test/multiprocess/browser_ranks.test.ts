@@ -12,8 +12,8 @@
  *   too often is told every rank is taken while the job goes on;
  * - an elastic job (ringrun --elastic --browser) that loses a tab goes on without it, and a tab
  *   opened later joins at a commit; every rank ends with the values its size history implies;
- * - the MNIST demo (npm run start:browser) on 2 Node ranks and 2 tabs: test accuracy at least
- *   0.9 on every rank (the program fails below it) and identical weights on all four.
+ * - the MNIST demo (npm run start:browser) on 2 Node ranks and 2 tabs, one epoch: test accuracy
+ *   at least 0.8 on every rank (the program fails below it) and identical weights on all four.
  *
  * Skipped, saying why, where chromium is not installed (.ci/run installs it). Data channels
  * between two tabs need an address other than loopback (Chromium's WebRTC ignores loopback):
@@ -109,7 +109,8 @@ describe('browser ranks', { skip, timeout: 600_000 }, () => {
 
   it('train the MNIST demo on 2 Node ranks and 2 tabs to the same weights', { skip: skipDataChannels }, async () => {
     const run = new RingrunRun(
-      ['-np', '2', '--browser', '2', '--headless', process.execPath, kMnist, '--epochs', '3'],
+      // One epoch: enough to show learning (0.84 here; 0.92 after three) at a third of the time.
+      ['-np', '2', '--browser', '2', '--headless', process.execPath, kMnist, '--epochs', '1', '--min-accuracy', '0.8'],
       cleanEnv(),
       240_000,
     );
@@ -118,7 +119,7 @@ describe('browser ranks', { skip, timeout: 600_000 }, () => {
     assert.match(finished.stdout, /\[0\] MNIST on 4 rank\(s\), tfjs backend wasm/);
     assert.match(finished.stdout, /\[0\] weights checksum sha256:[0-9a-f]{16}: identical on all 4 rank\(s\)/);
     const accuracy = Number(/test accuracy (\d\.\d+)/.exec(finished.stdout)?.[1]);
-    assert.ok(accuracy >= 0.9, `test accuracy ${accuracy}`);
+    assert.ok(accuracy >= 0.8, `test accuracy ${accuracy}`);
   });
 
   describe('in tabs the test opens', () => {

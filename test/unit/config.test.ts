@@ -63,7 +63,8 @@ test('RINGREDUCE_HIERARCHICAL_ALLREDUCE and _ALLGATHER: auto by default, on, off
   assert.throws(
     () => resolveConfig({}, { RINGREDUCE_HIERARCHICAL_ALLGATHER: 'yes' }),
     (e: unknown) =>
-      e instanceof InvalidArgumentError && /RINGREDUCE_HIERARCHICAL_ALLGATHER must be auto, on or off/.test(e.message),
+      e instanceof InvalidArgumentError &&
+      /RINGREDUCE_HIERARCHICAL_ALLGATHER must be one of auto, on, off \(or 0, 1\), got "yes"/.test(e.message),
   );
   assert.throws(() => resolveConfig({ hierarchicalAllreduce: 'always' as 'on' }, {}), /init option 'hierarchicalAllreduce'/);
 });
@@ -96,5 +97,8 @@ test("backend 'web' and the store URL: RINGREDUCE_STORE_URL or storeUrl (ws:// o
     () => resolveConfig({}, { ...env, RINGREDUCE_STORE_URL: undefined }),
     /needs the rendezvous address.*RINGREDUCE_STORE_URL/,
   );
-  assert.throws(() => resolveConfig({}, { ...env, RINGREDUCE_BACKEND: 'webrtc' }), /tcp, mpi, auto or web/);
+  assert.throws(
+    () => resolveConfig({}, { ...env, RINGREDUCE_BACKEND: 'webrtc' }),
+    /RINGREDUCE_BACKEND must be one of tcp, mpi, auto, web, got "webrtc"/,
+  );
 });

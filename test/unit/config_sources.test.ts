@@ -6,8 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { expandSlurmHostlist, parseSlurmTasksPerNode, resolveConfig, slurmRendezvous } from '../../src/core/config.js';
+import { resolveConfig } from '../../src/core/config.js';
 import { InvalidArgumentError } from '../../src/core/errors.js';
+import { expandSlurmHostlist, parseSlurmTasksPerNode, slurmRendezvous } from '../../src/core/slurm.js';
 
 /**
  * The environment srun gives task `procid` of a step with `tasksPerNode` (Slurm's form) on

@@ -7,7 +7,7 @@
  * when the setting is the same everywhere (a rank that differs fails the job on its first
  * round: see ReadyPath.onReport).
  */
-import type { ReadyExchange } from '../../core/config.js';
+import type { ReadyExchange } from '../../core/settings.js';
 
 export type ExchangeMode = Exclude<ReadyExchange, 'auto'>;
 

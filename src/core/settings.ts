@@ -1,0 +1,116 @@
+/**
+ * The tunable settings, one row each: the init() option, its environment variable, what each
+ * accepts, and the default. config.ts builds init()'s schema and resolves every setting from this
+ * table (option, else variable, else default); docs/env.md's tables are checked against it
+ * (test/unit/config_settings.test.ts). The job's identity (rank, size, store, secret) is not
+ * here: config.ts and launcher_sources.ts read it, because it comes from several sources at once.
+ */
+import { z } from 'zod';
+import { kEnv } from './env_names.js';
+import { type Env, envChoice, envFlag, envInt, envText } from './env_values.js';
+import { kLogLevels } from './log_levels.js';
+import { kHierarchicalModes } from './types.js';
+
+export const kBackends = ['tcp', 'mpi', 'auto', 'web'] as const;
+export type Backend = (typeof kBackends)[number];
+export const kReadyExchanges = ['auto', 'all-to-all', 'recursive-doubling'] as const;
+export type ReadyExchange = (typeof kReadyExchanges)[number];
+
+interface Setting<T, S extends z.ZodType<NonNullable<T>>> {
+  /** Its environment variable (docs/env.md). */
+  readonly env: string;
+  /** What init() accepts for it. */
+  readonly schema: S;
+  /** Its value from the environment, undefined when unset; throws on a malformed one. */
+  readonly read: (env: Env, name: string) => T | undefined;
+  /** The value when neither the option nor the variable sets it. */
+  readonly fallback: NoInfer<T>;
+}
+
+function setting<T, S extends z.ZodType<NonNullable<T>>>(row: Setting<T, S>): Setting<T, S> {
+  return row;
+}
+
+const atLeast = (min: number) => (env: Env, name: string) => envInt(env, name, min);
+const oneOf =
+  <T extends string>(values: readonly T[], aliases?: Readonly<Record<string, T>>) =>
+  (env: Env, name: string) =>
+    envChoice(env, name, values, aliases);
+const positive = () => z.number().int().positive();
+const nonNegative = () => z.number().int().nonnegative();
+/** A text setting that is unset by default. */
+const optionalText = (env: string) =>
+  setting<string | undefined, z.ZodString>({ env, schema: z.string().min(1), read: envText, fallback: undefined });
+/** Horovod's spelling of on and off. */
+const kOnOff = { '1': 'on', '0': 'off' } as const;
+
+export const kSettings = {
+  startTimeoutMs: setting({ env: kEnv.startTimeoutMs, schema: positive(), read: atLeast(1), fallback: 30_000 }),
+  ioTimeoutMs: setting({ env: kEnv.ioTimeoutMs, schema: positive(), read: atLeast(1), fallback: 30_000 }),
+  stallTimeoutMs: setting({ env: kEnv.stallTimeoutMs, schema: nonNegative(), read: atLeast(0), fallback: 60_000 }),
+  stallWarningMs: setting({ env: kEnv.stallWarningMs, schema: nonNegative(), read: atLeast(0), fallback: 30_000 }),
+  heartbeatMs: setting({ env: kEnv.heartbeatMs, schema: nonNegative(), read: atLeast(0), fallback: 2_000 }),
+  networkInterface: optionalText(kEnv.networkInterface),
+  address: optionalText(kEnv.address),
+  logLevel: setting({ env: kEnv.logLevel, schema: z.enum(kLogLevels), read: oneOf(kLogLevels), fallback: 'warn' }),
+  backend: setting({ env: kEnv.backend, schema: z.enum(kBackends), read: oneOf(kBackends), fallback: 'auto' }),
+  // 16 MiB, not Horovod's 64: packing costs two copies, and past 16 MiB the copies (and MPI's
+  // own large-message path) cost more than the per-collective latency fusion saves (docs/performance.md).
+  fusionThresholdBytes: setting({
+    env: kEnv.fusionThresholdBytes,
+    schema: nonNegative(),
+    read: atLeast(0),
+    fallback: 16 * 1024 * 1024,
+  }),
+  cacheCapacity: setting({ env: kEnv.cacheCapacity, schema: nonNegative(), read: atLeast(0), fallback: 1024 }),
+  // 4 MiB: fewer, larger messages win here (docs/performance.md has the figures against 256 KiB).
+  segmentBytes: setting({ env: kEnv.segmentBytes, schema: positive(), read: atLeast(1), fallback: 4 * 1024 * 1024 }),
+  hierarchicalAllreduce: setting({
+    env: kEnv.hierarchicalAllreduce,
+    schema: z.enum(kHierarchicalModes),
+    read: oneOf(kHierarchicalModes, kOnOff),
+    fallback: 'auto',
+  }),
+  hierarchicalAllgather: setting({
+    env: kEnv.hierarchicalAllgather,
+    schema: z.enum(kHierarchicalModes),
+    read: oneOf(kHierarchicalModes, kOnOff),
+    fallback: 'auto',
+  }),
+  // A burst of 100 calls takes about 1 ms here. Only bursts are held (a lone call never is), so
+  // the hold delays just calls that a long computation follows within the same tick.
+  burstHoldMs: setting({ env: kEnv.burstHoldMs, schema: nonNegative(), read: atLeast(0), fallback: 2 }),
+  unixSockets: setting({ env: kEnv.unixSockets, schema: z.boolean(), read: envFlag, fallback: true }),
+  sharedMemory: setting({ env: kEnv.sharedMemory, schema: z.boolean(), read: envFlag, fallback: true }),
+  tls: setting({ env: kEnv.tls, schema: z.boolean(), read: envFlag, fallback: false }),
+  timeline: optionalText(kEnv.timeline),
+  readyExchange: setting({
+    env: kEnv.readyExchange,
+    schema: z.enum(kReadyExchanges),
+    read: oneOf(kReadyExchanges),
+    fallback: 'auto',
+  }),
+} as const;
+
+type Settings = typeof kSettings;
+export type SettingName = keyof Settings;
+/** Each setting's resolved value. */
+export type SettingValues = {
+  readonly [K in SettingName]: Settings[K]['fallback'] | NonNullable<ReturnType<Settings[K]['read']>>;
+};
+
+/** init()'s fields for the settings: each optional, as its row's schema accepts it. */
+export function settingsSchemaShape(): { [K in SettingName]: z.ZodOptional<Settings[K]['schema']> } {
+  return Object.fromEntries(Object.entries(kSettings).map(([name, row]) => [name, row.schema.optional()])) as {
+    [K in SettingName]: z.ZodOptional<Settings[K]['schema']>;
+  };
+}
+
+/** Every setting: the option when given, else its variable, else its default. */
+export function resolveSettings(options: { readonly [K in SettingName]?: unknown }, env: Env): SettingValues {
+  const values: Record<string, unknown> = {};
+  for (const [name, row] of Object.entries(kSettings) as [SettingName, Settings[SettingName]][]) {
+    values[name] = options[name] ?? row.read(env, row.env) ?? row.fallback;
+  }
+  return values as SettingValues;
+}
