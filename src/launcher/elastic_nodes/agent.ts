@@ -121,8 +121,7 @@ export class NodeAgent {
     const { client, keys } = this.options;
     for (;;) {
       try {
-        const end = decode<JobEnd>(await client.get(keys.end, kWatchMs));
-        this.finish(this.workers.length > 0 && end.code === 0 ? { code: 0, lines: [] } : end);
+        this.finish(decode<JobEnd>(await client.get(keys.end, kWatchMs)));
         return;
       } catch (error) {
         if (error instanceof TimeoutError) continue;
