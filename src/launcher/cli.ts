@@ -14,6 +14,8 @@ import { type DashboardAddress, parseDashboardAddress } from './dashboard/addres
 import { withDashboard } from './dashboard/watch.js';
 import type { ElasticSettings } from './elastic_driver.js';
 import { runElastic } from './elastic_driver.js';
+import { parseElasticNodes } from './elastic_nodes/args.js';
+import { runElasticNodes } from './elastic_nodes/run.js';
 import type { EngineSettings } from './env_contract.js';
 import { type HostSlots, parseHostfile, parseHostList } from './hosts.js';
 import type { LaunchConfig, RunIo } from './launch_config.js';
@@ -38,6 +40,7 @@ Examples:
   ringrun --nnodes 2 --node-rank 0 --nproc-per-node 4 --rdzv-endpoint node1:29400 node train.js   # on node1
   ringrun --nnodes 2 --node-rank 1 --nproc-per-node 4 --rdzv-endpoint node1:29400 node train.js   # on node2
   srun --ntasks-per-node=1 ringrun --slurm --nproc-per-node 4 node train.js
+  ringrun --elastic --nnodes 2:4 --nproc-per-node 4 --rdzv-endpoint node1:29400 node train.js   # on each node
   ringrun -np 2 --timeline trace.json node train.js
   ringrun --hostfile hosts.txt --network-interface eth0 -x NODE_OPTIONS node train.js
   ringrun -np 2 --log-level debug --output-dir logs -- node bench.js
@@ -53,7 +56,8 @@ never on a command line.
 
 Per-node mode (--nnodes, --node-rank, --nproc-per-node, --rdzv-endpoint, --slurm): one
 ringrun per node, as torchrun; node 0's hosts the rendezvous at the endpoint, and a failure on
-any node stops the ranks of every node (docs/env.md, "One launcher per node").
+any node stops the ranks of every node (docs/env.md, "One launcher per node"). With --elastic
+and --nnodes MIN:MAX, nodes join and leave while the job runs (docs/elastic.md, "Per node").
 
 Exit status: 0 when every rank exits 0; else the code of the rank that failed first (128+N
 when killed by signal N; 127 when the command is not found; 1 when it exited with 0 before
@@ -115,7 +119,10 @@ function buildProgram(out: { text: string }): Command {
     .option('--elastic-timeout <duration>', 'elastic: how long the job may stay below --min-np before it fails (default 60s)')
     .option('--max-restarts <count>', 'not elastic: after a failure, start the whole job again, up to <count> times')
     .option('--dashboard [host:port]', 'serve a live page of the job (default 127.0.0.1 and a free port; the URL is printed)')
-    .option('--nnodes <count>', "per-node mode: the number of nodes, one ringrun on each (default: Slurm's, else 1)")
+    .option(
+      '--nnodes <count>',
+      "per-node mode: the number of nodes, one ringrun on each (default: Slurm's, else 1); with --elastic, MIN:MAX",
+    )
     .option(
       '--node-rank <index>',
       "per-node mode: this node's index, 0 … nnodes-1; node 0 hosts the rendezvous (default: SLURM_NODEID)",
@@ -124,6 +131,11 @@ function buildProgram(out: { text: string }): Command {
     .option(
       '--rdzv-endpoint <host:port>',
       "per-node mode: where node 0's ringrun hosts the rendezvous, reachable from every node (default under Slurm: the first node)",
+    )
+    .option('--rdzv-id <id>', 'elastic per-node mode: the job at the endpoint; every node gives the same (default none)')
+    .option(
+      '--rdzv-last-call <duration>',
+      'elastic per-node mode: once --nnodes MIN are ready, how long the first round waits for more (default 1s)',
     )
     .option('--slurm', "per-node mode with the nodes, this node's index and the endpoint from Slurm (automatic in an srun step)")
     .option('--browser <count>', 'also run <count> browser ranks: web pages (tabs), ranks np … np+count-1 (docs/browser.md)')
@@ -235,16 +247,22 @@ export function parseArgs(
   }
   const npText = raw('np');
   const browser = parseBrowser(text, opts.headless === true, command, args);
-  const perNode = parsePerNode(text, opts.slurm === true, env);
-  if (perNode !== undefined) checkPerNode(raw, hosts !== undefined);
-  if (npText === undefined && hosts === undefined && perNode === undefined)
+  const elasticNodes =
+    opts.elastic === true ? parseElasticNodes(text, elasticTimeout(text) ?? kDefaultElasticTimeoutMs) : undefined;
+  const perNode = elasticNodes === undefined ? parsePerNode(text, opts.slurm === true, env) : undefined;
+  if (perNode !== undefined || elasticNodes !== undefined) checkPerNode(raw, hosts !== undefined);
+  if (elasticNodes !== undefined && opts.slurm === true)
+    throw new InvalidArgumentError('--slurm is for the fixed per-node mode; the elastic one takes --rdzv-endpoint');
+  if (npText === undefined && hosts === undefined && perNode === undefined && elasticNodes === undefined)
     throw new InvalidArgumentError('missing -np <count>: how many processes to start');
   const np =
-    perNode !== undefined
-      ? perNode.nnodes * perNode.nprocPerNode
-      : npText === undefined
-        ? (hosts ?? []).reduce((sum, h) => sum + h.slots, 0)
-        : parseCount('-np', npText, { allowZero: browser !== undefined });
+    elasticNodes !== undefined
+      ? elasticNodes.maxNodes * elasticNodes.nprocPerNode
+      : perNode !== undefined
+        ? perNode.nnodes * perNode.nprocPerNode
+        : npText === undefined
+          ? (hosts ?? []).reduce((sum, h) => sum + h.slots, 0)
+          : parseCount('-np', npText, { allowZero: browser !== undefined });
   const backend = text('backend') ?? 'tcp';
   if (backend !== 'tcp' && backend !== 'mpi') throw new InvalidArgumentError(`--backend must be tcp or mpi, got '${backend}'`);
   if (opts.tls === true && backend === 'mpi')
@@ -264,7 +282,7 @@ export function parseArgs(
   const sshPort = text('sshPort');
   const sshIdentity = text('sshIdentity');
   const storePort = text('storePort');
-  const elastic = parseElastic(opts.elastic === true, np, raw, text);
+  const elastic = elasticNodes === undefined ? parseElastic(opts.elastic === true, np, raw, text) : undefined;
   const timelineFile = text('timeline');
   const maxRestartsText = text('maxRestarts');
   const maxRestarts =
@@ -275,8 +293,9 @@ export function parseArgs(
   if (elastic?.discoveryScript !== undefined && hosts !== undefined)
     throw new InvalidArgumentError('--host-discovery-script lists the hosts: give it or -H/--hostfile, not both');
   if (elastic !== undefined && perNode !== undefined)
-    throw new InvalidArgumentError('--elastic runs with one ringrun, not per node');
-  if (browser !== undefined) checkBrowser({ backend, hosts: hosts !== undefined, perNode: perNode !== undefined });
+    throw new InvalidArgumentError('--elastic per node takes --nnodes MIN:MAX and --rdzv-endpoint, not --slurm');
+  if (browser !== undefined)
+    checkBrowser({ backend, hosts: hosts !== undefined, perNode: perNode !== undefined || elasticNodes !== undefined });
   return {
     kind: 'launch',
     ...(opts.dashboard !== undefined && { dashboard: parseDashboardAddress(opts.dashboard as string | true) }),
@@ -303,6 +322,7 @@ export function parseArgs(
       maxRestarts,
       timeline: timelineFile === undefined ? undefined : parseTimelineFile(timelineFile),
       perNode,
+      ...(elasticNodes !== undefined && { elasticNodes }),
       ...(browser !== undefined && { browser }),
     },
   };
@@ -362,8 +382,15 @@ function parseElastic(
     maxNp: count('maxNp', '--max-np'),
     discoveryScript: text('hostDiscoveryScript'),
     discoveryIntervalMs: duration('discoveryInterval', '--discovery-interval', 1000),
-    timeoutMs: duration('elasticTimeout', '--elastic-timeout', 60_000),
+    timeoutMs: elasticTimeout(text) ?? kDefaultElasticTimeoutMs,
   };
+}
+
+const kDefaultElasticTimeoutMs = 60_000;
+
+function elasticTimeout(text: (name: string) => string | undefined): number | undefined {
+  const value = text('elasticTimeout');
+  return value === undefined ? undefined : parseDuration('--elastic-timeout', value, { allowZero: false });
 }
 
 function parseSettings(text: (name: string) => string | undefined, tls: boolean): EngineSettings {
@@ -414,13 +441,15 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
     return 0;
   }
   const verbose = parsed.config.verbose;
-  const { elastic } = parsed.config;
+  const { elastic, elasticNodes } = parsed.config;
   const once = parsed.config.perNode !== undefined ? runNode : parsed.config.backend === 'mpi' ? runMpi : runJob;
   const run =
-    elastic !== undefined
-      ? (config: LaunchConfig, io: RunIo) => runElastic(config, elastic, io)
-      : (config: LaunchConfig, io: RunIo) =>
-          withRestarts(config.maxRestarts, (attempt) => once(config, config.maxRestarts > 0 ? attemptIo(io, attempt) : io), io);
+    elasticNodes !== undefined
+      ? (config: LaunchConfig, io: RunIo) => runElasticNodes(config, elasticNodes, io)
+      : elastic !== undefined
+        ? (config: LaunchConfig, io: RunIo) => runElastic(config, elastic, io)
+        : (config: LaunchConfig, io: RunIo) =>
+            withRestarts(config.maxRestarts, (attempt) => once(config, config.maxRestarts > 0 ? attemptIo(io, attempt) : io), io);
   return (parsed.dashboard ? withDashboard(parsed.dashboard, run) : run)(parsed.config, {
     env: process.env,
     cwd: process.cwd(),

@@ -29,6 +29,8 @@ export interface LaunchConfig {
   timeline: string | undefined;
   /** The per-node mode (--nnodes, --node-rank, --nproc-per-node, --rdzv-endpoint, --slurm); undefined: one launcher for the job. */
   perNode: PerNodeConfig | undefined;
+  /** ringrun --elastic with --nnodes MIN:MAX: one launcher per node, meeting at the endpoint (elastic_nodes/). */
+  elasticNodes?: ElasticNodesConfig;
   /** Browser ranks (--browser K), after the -np Node ranks; undefined: none (browser/browser_job.ts). */
   browser?: BrowserSettings;
 }
@@ -59,6 +61,21 @@ export interface PerNodeConfig {
   endpoint: { host: string; port: number } | undefined;
   /** Which values came from Slurm's variables, for --verbose ("--nnodes 2 from SLURM_NNODES", ...). */
   fromSlurm: string[];
+}
+
+/** The elastic per-node mode (elastic_nodes/): `--elastic --nnodes MIN:MAX --nproc-per-node P --rdzv-endpoint`. */
+export interface ElasticNodesConfig {
+  minNodes: number;
+  maxNodes: number;
+  nprocPerNode: number;
+  /** The launcher that can bind it hosts the rendezvous store; every launcher and worker connects to it. */
+  endpoint: { host: string; port: number };
+  /** Every launcher of one job gives the same (--rdzv-id). */
+  rdzvId: string;
+  /** Once MIN nodes are ready, how long the first round waits for more (--rdzv-last-call). */
+  lastCallMs: number;
+  /** How long the job may stay below MIN nodes (--elastic-timeout). */
+  timeoutMs: number;
 }
 
 /** The process-wide things a run uses, passed in so that runs can be tested without a process of their own. */

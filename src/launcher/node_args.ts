@@ -59,6 +59,7 @@ export function parsePerNode(flag: (name: string) => string | undefined, slurm: 
   };
 
   const nnodesText = flag('nnodes');
+  if (nnodesText?.includes(':')) throw new InvalidArgumentError(`--nnodes ${nnodesText} (MIN:MAX) needs --elastic`);
   let nnodes = nnodesText === undefined ? undefined : parseCount('--nnodes', nnodesText);
   if (nnodes === undefined) {
     const name = env.SLURM_STEP_NUM_NODES !== undefined ? 'SLURM_STEP_NUM_NODES' : 'SLURM_NNODES';

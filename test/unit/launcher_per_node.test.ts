@@ -87,7 +87,36 @@ describe('per-node mode', () => {
     rejects([...pn, '-H', 'a,b', 'node'], /-H and --hostfile are for one ringrun/);
     rejects([...pn, '--backend', 'mpi', 'node'], /--backend does not apply to the per-node mode/);
     rejects([...pn, '--address', '10.0.0.1', 'node'], /--address does not apply/);
-    rejects([...pn, '--elastic', 'node'], /--elastic runs with one ringrun/);
+    rejects([...pn, '--elastic', 'node'], /the elastic per-node mode takes no --node-rank/);
+  });
+
+  it('--elastic --nnodes MIN:MAX: the elastic per-node mode, without node ranks', () => {
+    const config = launch(['--elastic', '--nnodes', '2:4', '--nproc-per-node', '3', '--rdzv-endpoint', 'head', 'node']);
+    assert.equal(config.perNode, undefined);
+    assert.equal(config.elastic, undefined);
+    assert.deepEqual(config.elasticNodes, {
+      minNodes: 2,
+      maxNodes: 4,
+      nprocPerNode: 3,
+      endpoint: { host: 'head', port: 29400 },
+      rdzvId: 'none',
+      lastCallMs: 1000,
+      timeoutMs: 60_000,
+    });
+    const fixed = launch(['--elastic', '--nnodes', '2', '--rdzv-endpoint', 'h:1', '--rdzv-id', 'job-7', 'node']).elasticNodes;
+    assert.deepEqual([fixed?.minNodes, fixed?.maxNodes, fixed?.rdzvId], [2, 2, 'job-7']);
+    const en = ['--elastic', '--nnodes', '1:2', '--rdzv-endpoint', 'h:1'];
+    rejects(
+      ['--nnodes', '2:3', '--node-rank', '0', '--rdzv-endpoint', 'h:1', 'node'],
+      /--nnodes 2:3 \(MIN:MAX\) needs --elastic/,
+    );
+    rejects(['--elastic', '--nnodes', '3:2', '--rdzv-endpoint', 'h:1', 'node'], /MIN must not exceed MAX/);
+    rejects(['--elastic', '--nnodes', '2:3', 'node'], /needs --rdzv-endpoint/);
+    rejects([...en, '--min-np', '2', 'node'], /takes no --min-np/);
+    rejects([...en, '--slurm', 'node'], /--slurm is for the fixed per-node mode/);
+    rejects([...en, '-np', '2', 'node'], /give -np or the per-node flags/);
+    rejects([...en, '--rdzv-id', 'a/b', 'node'], /--rdzv-id must be/);
+    rejects(['-np', '2', '--elastic', '--rdzv-id', 'x', 'node'], /--rdzv-id needs --nnodes/);
   });
 
   it('endpoints: host:port, [v6]:port, a host alone gets port 29400', () => {
