@@ -355,7 +355,8 @@ describe('TcpStoreClient connect', () => {
     await server.close();
     await assert.rejects(
       pending,
-      (e) => !(e instanceof ProtocolError) && /store connection to 127\.0\.0\.1:\d+ (closed|failed)/.test((e as Error).message),
+      (e) =>
+        !(e instanceof ProtocolError) && /the store at 127\.0\.0\.1:\d+ (closed|broke) the connection/.test((e as Error).message),
     );
     await client.close();
   });
