@@ -73,7 +73,8 @@ export function notStartedReport(
 export function failureReport(failure: FailedRank): string[] {
   const { exit, lastLines, error } = failure;
   const pid = exit.pid === undefined ? '' : ` (pid ${exit.pid})`;
-  const report = [`job failed: rank ${exit.rank}${pid} ${describeExit(exit)}${failure.note ?? ''}`];
+  const oom = error?.outOfMemory === true ? ': it ran out of memory' : '';
+  const report = [`job failed: rank ${exit.rank}${pid} ${describeExit(exit)}${failure.note ?? ''}${oom}`];
   if (error !== undefined) report.push(`error of rank ${exit.rank}: ${error.summary}`);
   if (lastLines.length > 0) {
     const upTo = error === undefined ? '' : ', up to its error';

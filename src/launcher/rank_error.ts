@@ -20,6 +20,11 @@
  * ringrun reads it to show the error itself in its report (not the frames after it) and to
  * tell a rank that failed on its own from one that died because a peer failed (a
  * PeerFailureError, whose peerRank names that peer).
+ *
+ * A rank whose JavaScript heap is full prints no error block: V8 prints a line
+ * `FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory` with its
+ * native frames and the process aborts (SIGABRT). That line is read as the rank's error, marked
+ * `outOfMemory`, and so is an error that says a worker thread ran out of memory.
  */
 
 export interface RankError {
@@ -28,6 +33,8 @@ export interface RankError {
   name: string;
   /** The rank a PeerFailureError blames (its `peerRank`): this rank died because that one failed. */
   peerRank?: number;
+  /** The rank (or one of its threads) ran out of memory. */
+  outOfMemory?: true;
   /** Where the error is in the lines it was read from: its header, and the end of its first frames (exclusive). */
   start: number;
   end: number;
@@ -43,8 +50,24 @@ const kFrame = /^ {4}at \S/;
 const kHeader = /^([A-Za-z_$][\w$]*)(?: \[[\w.]+\])?(?:: |$)/;
 const kErrorName = /(?:Error|Exception)$/;
 
-/** The last error block in `lines` (oldest first), or undefined when they hold none. */
+/** V8's last words when a heap reaches its limit (the main thread's; a worker's is an error block). */
+const kFatalOutOfMemory = /^FATAL ERROR: .*JavaScript heap out of memory/;
+/** An error saying that memory ran out: ERR_WORKER_OUT_OF_MEMORY's message, V8's "heap out of memory". */
+const kOutOfMemoryMessage = /heap out of memory|reaching memory limit/i;
+
+/** The last error in `lines` (oldest first): V8's out-of-memory line or an error block; undefined when they hold none. */
 export function findRankError(lines: readonly string[]): RankError | undefined {
+  const block = findErrorBlock(lines);
+  let fatal = lines.length - 1;
+  while (fatal >= 0 && !kFatalOutOfMemory.test(lines[fatal] as string)) fatal--;
+  if (fatal >= 0 && (block === undefined || fatal > block.start)) {
+    return { summary: lines[fatal] as string, name: 'FATAL ERROR', outOfMemory: true, start: fatal, end: fatal + 1 };
+  }
+  if (block !== undefined && kOutOfMemoryMessage.test(block.summary)) block.outOfMemory = true;
+  return block;
+}
+
+function findErrorBlock(lines: readonly string[]): RankError | undefined {
   let first = -1;
   for (let i = lines.length - 1; i >= 0; i--) {
     if (kFrame.test(lines[i] ?? '') && !kFrame.test(lines[i - 1] ?? '')) {

@@ -20,12 +20,16 @@ export class RankLogFiles {
   constructor(dir: string, ranks: number | readonly number[], onError: (message: string) => void) {
     mkdirSync(dir, { recursive: true });
     const list = typeof ranks === 'number' ? Array.from({ length: ranks }, (_, rank) => rank) : ranks;
+    // A full disk fails every file at once: one warning says it for all of them.
+    let reported = false;
     for (const rank of list) {
       const path = rankLogPath(dir, rank);
       const stream = createWriteStream(path);
-      // Reported once per file; the job goes on with its output on the terminal only.
+      // The job goes on, a failed file's rank with its output on the terminal only.
       stream.once('error', (error) => {
-        onError(`cannot write ${path}: ${error.message}`);
+        if (reported) return;
+        reported = true;
+        onError(`cannot write ${path}: ${error.message}; the rank logs in ${dir} may stop here, the job goes on`);
       });
       this.streams.set(rank, stream);
     }

@@ -80,7 +80,8 @@ export class TimelineFiles {
         log(`rank ${rank} ran on ${host}: its timeline is ${path} there`);
       }
     } catch (error) {
-      log(`--timeline ${this.out}: ${(error as Error).message}`);
+      // A full disk or a bad path costs the trace, never the job's result.
+      log(`cannot write the timeline ${this.out}: ${(error as Error).message}`);
     } finally {
       rmSync(this.dir, { recursive: true, force: true });
     }

@@ -11,6 +11,9 @@
  * Events are buffered and appended to the file in batches, so the cost when enabled is a push
  * per event; when disabled the engine holds no Timeline at all. The file is a JSON array that
  * close() terminates; rank r of a job of more than one rank writes to `timelinePathFor(path, r)`.
+ *
+ * A trace is not worth a job: a write that fails (the disk full, the file gone) is reported once
+ * through `warn` and the timeline stops, leaving the file cut short.
  */
 import { appendFileSync, writeFileSync } from 'node:fs';
 import type { Config } from '../core/config.js';
@@ -39,9 +42,12 @@ export function timelinePathFor(path: string, rank: number): string {
 }
 
 /** The timeline `config` asks for (RINGREDUCE_TIMELINE, init's `timeline`), opened; undefined when none. */
-export function openTimeline(config: Pick<Config, 'timeline' | 'rank' | 'size'>): Timeline | undefined {
+export function openTimeline(
+  config: Pick<Config, 'timeline' | 'rank' | 'size'>,
+  warn: (message: string) => void = () => {},
+): Timeline | undefined {
   if (!config.timeline) return undefined;
-  return new Timeline(config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline, config.rank);
+  return new Timeline(config.size > 1 ? timelinePathFor(config.timeline, config.rank) : config.timeline, config.rank, warn);
 }
 
 export class Timeline {
@@ -53,8 +59,9 @@ export class Timeline {
   constructor(
     private readonly path: string,
     private readonly rank: number,
+    private readonly warn: (message: string) => void = () => {},
   ) {
-    writeFileSync(path, '[\n');
+    this.write(() => writeFileSync(path, '[\n'));
     this.push({ name: 'process_name', ph: 'M', pid: rank, tid: 0, args: { name: `rank ${rank}` } });
   }
 
@@ -87,7 +94,7 @@ export class Timeline {
   close(): void {
     if (this.closed) return;
     this.flush();
-    appendFileSync(this.path, '\n]\n');
+    this.write(() => appendFileSync(this.path, '\n]\n'));
     this.closed = true;
   }
 
@@ -102,14 +109,28 @@ export class Timeline {
   }
 
   private push(event: TraceEvent): void {
+    if (this.closed) return;
     this.buffered.push((this.first ? '' : ',\n') + JSON.stringify(event));
     this.first = false;
     if (this.buffered.length >= kFlushEvents) this.flush();
   }
 
   private flush(): void {
-    if (this.buffered.length === 0) return;
-    appendFileSync(this.path, this.buffered.join(''));
+    if (this.buffered.length === 0 || this.closed) return;
+    const text = this.buffered.join('');
     this.buffered = [];
+    this.write(() => appendFileSync(this.path, text));
+  }
+
+  /** Runs one write; the first that fails stops the timeline, with one warning. */
+  private write(run: () => void): void {
+    if (this.closed) return;
+    try {
+      run();
+    } catch (error) {
+      this.closed = true;
+      this.buffered = [];
+      this.warn(`cannot write the timeline ${this.path}: ${(error as Error).message}; it stops here, the job goes on`);
+    }
   }
 }

@@ -10,6 +10,13 @@
  * requestId 0 and the connection is closed; the server itself never throws on input. Every
  * connection is authenticated both ways with the job secret before its first request (see
  * store_protocol.ts and auth.ts).
+ *
+ * A store that goes away is named as such, not as a key that was never set: a closed connection
+ * says which process hosts the store (`host`), and with `silenceMs` the client, while requests
+ * are pending, pings the store (a get of a key nobody sets, with timeout 0, which a live server
+ * answers at once) and fails every request once the store has said nothing for `silenceMs`: its
+ * process is stopped or hung, or its host is down or cut off. A hello unanswered that long fails
+ * the same way.
  */
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -52,7 +59,14 @@ export interface TcpStoreClientOptions extends StoreAddress {
   maxFrameBytes?: number;
   /** Speak TLS (tls_links.ts) to a store that does. */
   tls?: TlsLinks;
+  /** Who hosts the store ("rank 0", "ringrun"), for the errors that say it is gone. */
+  hostedBy?: string;
+  /** Fail every pending request once the store has been silent this long (see above); unset: never. */
+  silenceMs?: number;
 }
+
+/** The key of the pings: nobody sets it, so the server answers a get of it at once (kOpTimeout). */
+const kPingKey = 'ringreduce/store-ping';
 
 /** The server answers a get at its deadline; the client's own timer only guards against a hung server. */
 const kClientGraceMs = 1000;
@@ -71,12 +85,24 @@ export class TcpStoreClient implements Store {
   private nextId = 1;
   private failure: Error | null = null;
   private readonly where: string;
+  /** "the store at 10.0.0.1:29500 (rank 0 hosts it)", for errors that blame the store. */
+  private readonly named: string;
+  private readonly hostedBy: string | undefined;
+  private readonly silenceMs: number | undefined;
+  /** When the store last sent anything, or a request went out with none pending (performance.now()). */
+  private heardAt = performance.now();
+  private pingTimer: NodeJS.Timeout | null = null;
+  /** Pings go out only once authenticated: the server closes a connection that asks before. */
+  private ready = false;
 
   private constructor(
     private readonly socket: net.Socket,
     options: TcpStoreClientOptions,
   ) {
     this.where = `${options.host}:${options.port}`;
+    this.hostedBy = options.hostedBy;
+    this.silenceMs = options.silenceMs;
+    this.named = `the store at ${this.where}${options.hostedBy === undefined ? '' : ` (${options.hostedBy} hosts it)`}`;
     const reader = new StoreFrameReader(options.maxFrameBytes ?? kDefaultMaxStoreFrameBytes);
     socket.on('data', (chunk: Buffer) => {
       try {
@@ -85,8 +111,10 @@ export class TcpStoreClient implements Store {
         this.fail(new RingReduceError(`bad reply from the store at ${this.where}: ${(error as Error).message}`));
       }
     });
-    socket.on('error', (error) => this.fail(new RingReduceError(`store connection to ${this.where} failed: ${error.message}`)));
-    socket.on('close', () => this.fail(new RingReduceError(`store connection to ${this.where} closed`)));
+    socket.on('error', (error) =>
+      this.fail(this.lost(`broke the connection (${(error as NodeJS.ErrnoException).code ?? error.message})`)),
+    );
+    socket.on('close', () => this.fail(this.lost('closed the connection')));
   }
 
   /**
@@ -105,7 +133,8 @@ export class TcpStoreClient implements Store {
     });
     const client = new TcpStoreClient(socket, options);
     const key = options.key ?? new JobKey(undefined);
-    const remaining = () => Math.max(1, Math.ceil(deadline - performance.now()));
+    // A live store answers the hello at once: one silent for silenceMs is not coming back.
+    const remaining = () => Math.max(1, Math.ceil(Math.min(deadline - performance.now(), options.silenceMs ?? Infinity)));
     try {
       const ours = newNonce();
       const reply = await client.request(kOpHello, 'hello', ours, remaining(), 0);
@@ -123,6 +152,7 @@ export class TcpStoreClient implements Store {
       await client.close();
       throw error;
     }
+    client.ready = true;
     return client;
   }
 
@@ -157,6 +187,7 @@ export class TcpStoreClient implements Store {
   }
 
   async close(): Promise<void> {
+    this.stopPings();
     this.fail(new ShutdownError(`store client for ${this.where} was closed`));
     if (this.socket.closed) return;
     await new Promise<void>((resolve) => {
@@ -173,26 +204,76 @@ export class TcpStoreClient implements Store {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
       const entry: PendingRequest = { key, timeoutMs, resolve, reject, timer: null };
+      const sentAt = performance.now();
       if (op === kOpGet || op === kOpHello || op === kOpAuth) {
         entry.timer = setTimeout(
           () => {
             this.pending.delete(id);
-            reject(this.timeoutError(key, timeoutMs));
+            // Nothing at all came back since: the store is gone, not the key late.
+            const gone = this.heardAt <= sentAt && this.silenceMs !== undefined;
+            const error = gone ? this.silent() : this.timeoutError(key, timeoutMs);
+            reject(error);
+            if (gone) this.fail(error);
           },
           op === kOpGet ? timeoutMs + kClientGraceMs : timeoutMs,
         );
       }
+      if (this.pending.size === 0) this.heardAt = sentAt;
       this.pending.set(id, entry);
       this.socket.write(encodeFrame(op, id, body));
+      this.armPings();
     });
   }
 
   private timeoutError(key: string, timeoutMs: number): TimeoutError {
-    if (key === 'hello') return new TimeoutError(`the store at ${this.where} did not answer the hello within ${timeoutMs} ms`);
+    if (key === 'hello') return new TimeoutError(`${this.named} did not answer the hello within ${timeoutMs} ms`);
     return new TimeoutError(`store key "${key}" was not set within ${timeoutMs} ms (store at ${this.where})`);
   }
 
+  /** Pings while requests are pending (and silence is watched): one timer, armed only then. */
+  private armPings(): void {
+    const silenceMs = this.silenceMs;
+    if (silenceMs === undefined || this.pingTimer !== null || this.failure) return;
+    const period = Math.max(50, Math.floor(silenceMs / 4));
+    this.pingTimer = setInterval(() => {
+      if (this.pending.size === 0) {
+        this.stopPings();
+        return;
+      }
+      const quiet = performance.now() - this.heardAt;
+      if (quiet >= silenceMs) {
+        this.fail(this.silent());
+        return;
+      }
+      if (this.ready && quiet >= period) {
+        const prefix = Buffer.alloc(4); // timeout 0: answered at once
+        this.socket.write(encodeFrame(kOpGet, this.nextId++, encodeKeyed(prefix, kPingKey)));
+      }
+    }, period);
+    // The pending requests' own timers keep the process alive, not the pings.
+    this.pingTimer.unref();
+  }
+
+  private stopPings(): void {
+    if (this.pingTimer !== null) clearInterval(this.pingTimer);
+    this.pingTimer = null;
+  }
+
+  /** The store went away: the error every pending and later request fails with. */
+  private lost(how: string): RingReduceError {
+    const gone = this.hostedBy === undefined ? '' : `: ${this.hostedBy} ended, or its host went down`;
+    return new RingReduceError(`${this.named} ${how}${gone}`);
+  }
+
+  private silent(): RingReduceError {
+    const quiet = Math.round(performance.now() - this.heardAt);
+    return new RingReduceError(
+      `${this.named} has not answered for ${quiet} ms: its process is stopped or hung, or its host is down or cut off`,
+    );
+  }
+
   private onFrame(frame: StoreFrame): void {
+    this.heardAt = performance.now();
     if (frame.op === kOpError && frame.requestId === 0) {
       this.fail(new RingReduceError(`the store at ${this.where} closed the connection: ${decodeText(frame.body)}`));
       return;
@@ -210,6 +291,7 @@ export class TcpStoreClient implements Store {
   private fail(error: Error): void {
     if (this.failure) return;
     this.failure = error;
+    this.stopPings();
     for (const entry of this.pending.values()) {
       if (entry.timer) clearTimeout(entry.timer);
       entry.reject(error);

@@ -18,6 +18,7 @@ import {
   StoreFrameReader,
 } from '../../src/rendezvous/store_protocol.js';
 import { TcpStoreClient, TcpStoreServer } from '../../src/rendezvous/tcp_store.js';
+import { FaultProxy } from '../helpers/fault_proxy.js';
 
 const kKey = new JobKey('store-test-secret');
 const connect = (address: StoreAddress, connectTimeoutMs = 2000, key = kKey) =>
@@ -355,8 +356,59 @@ describe('TcpStoreClient connect', () => {
     await server.close();
     await assert.rejects(
       pending,
-      (e) => !(e instanceof ProtocolError) && /store connection to 127\.0\.0\.1:\d+ (closed|failed)/.test((e as Error).message),
+      (e) =>
+        !(e instanceof ProtocolError) && /the store at 127\.0\.0\.1:\d+ (closed|broke) the connection/.test((e as Error).message),
     );
     await client.close();
+  });
+
+  it('names the store and who hosts it when it goes silent while a get waits', async () => {
+    const server = new TcpStoreServer({ host: '127.0.0.1', port: 0, key: kKey });
+    const address = await server.listen();
+    const proxy = await FaultProxy.start(address);
+    const client = await TcpStoreClient.connect({
+      host: '127.0.0.1',
+      port: proxy.port,
+      connectTimeoutMs: 5000,
+      key: kKey,
+      hostedBy: 'rank 0',
+      silenceMs: 300,
+    });
+    // Answered pings keep a long wait alive past the silence limit.
+    const early = client.get('late', 700);
+    await assert.rejects(early, TimeoutError);
+    const pending = client.get('never', 10_000);
+    const started = performance.now();
+    proxy.silence();
+    await assert.rejects(pending, (e: Error) =>
+      new RegExp(
+        `^the store at 127\\.0\\.0\\.1:${proxy.port} \\(rank 0 hosts it\\) has not answered for \\d+ ms: its process is stopped or hung, or its host is down or cut off$`,
+      ).test(e.message),
+    );
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed < 3000, `failed after ${elapsed} ms`);
+    await client.close();
+    await proxy.close();
+    await server.close();
+  });
+
+  it('names the store when it accepts the connection but never answers the hello', async () => {
+    const held: net.Socket[] = [];
+    const mute = net.createServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => mute.listen(0, '127.0.0.1', resolve));
+    const { port } = mute.address() as net.AddressInfo;
+    await assert.rejects(
+      TcpStoreClient.connect({
+        host: '127.0.0.1',
+        port,
+        connectTimeoutMs: 10_000,
+        key: kKey,
+        hostedBy: 'ringrun',
+        silenceMs: 300,
+      }),
+      (e: Error) => /^the store at 127\.0\.0\.1:\d+ \(ringrun hosts it\) has not answered for \d+ ms/.test(e.message),
+    );
+    for (const socket of held) socket.destroy();
+    await new Promise((resolve) => mute.close(resolve));
   });
 });

@@ -218,6 +218,7 @@ describe('TcpTransport', () => {
       size: 4,
       storeAddress: { host: '10.0.0.1', port: 29500 },
       hostStore: false,
+      storeOwner: 'rank 0',
       bindHost: '10.0.0.3',
       advertiseHost: '10.0.0.3',
       jobId: 'j',

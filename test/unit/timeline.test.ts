@@ -2,11 +2,12 @@
  * The timeline: every rank writes a valid Chrome trace JSON with the phases of each collective.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { timelinePathFor } from '../../src/observability/timeline.js';
+import { TimelineFiles } from '../../src/launcher/timeline_files.js';
+import { Timeline, timelinePathFor } from '../../src/observability/timeline.js';
 import { allreduceRequest, startEngines, stopEngines } from '../helpers/engines.js';
 
 interface TraceEvent {
@@ -55,4 +56,39 @@ test('each rank writes the phases of its collectives as a Chrome trace', async (
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('a timeline on a full disk (/dev/full) warns once, stops, and the collectives go on', async () => {
+  const warnings: string[] = [];
+  const full = new Timeline('/dev/full', 0, (message) => warnings.push(message));
+  for (let i = 0; i < 5000; i++) full.span(`t${i % 7}`, 'COMMUNICATE', full.now(), 1);
+  full.close();
+  assert.equal(warnings.length, 1, warnings.join('\n'));
+  assert.match(
+    warnings[0] as string,
+    /^cannot write the timeline \/dev\/full: ENOSPC: no space left on device, write; it stops here, the job goes on$/,
+  );
+
+  const dir = mkdtempSync(join(tmpdir(), 'ringreduce-timeline-full-'));
+  try {
+    for (const rank of [0, 1]) symlinkSync('/dev/full', join(dir, `trace.rank${rank}.json`));
+    const ranks = startEngines(2, { timeline: join(dir, 'trace.json') });
+    const done = await Promise.all(
+      ranks.map((r, rank) => {
+        const data = new Float32Array(new SharedArrayBuffer(4096)).fill(rank + 1);
+        return r.submit(allreduceRequest('grad', data.length), data).then(() => data[0]);
+      }),
+    );
+    assert.deepEqual(done, [3, 3]);
+    await stopEngines(ranks);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('ringrun --timeline on a full disk (/dev/full) says once that it cannot write the trace', () => {
+  const files = new TimelineFiles('/dev/full', process.cwd());
+  const said: string[] = [];
+  files.finish([0, 1], 2, [], (line) => said.push(line));
+  assert.deepEqual(said, ['cannot write the timeline /dev/full: ENOSPC: no space left on device, write']);
 });

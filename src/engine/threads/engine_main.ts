@@ -70,7 +70,7 @@ export interface EngineHost {
   /** Nothing more will be posted: closes the channel to the caller. */
   close(): void;
   /** The trace of this rank's phases, when the configuration asks for one and the host can write it. */
-  openTimeline?(config: Config): Timeline | undefined;
+  openTimeline?(config: Config, warn: (message: string) => void): Timeline | undefined;
   /** This thread's garbage collector (SharedMemoryReclaimer); unset: none is forced. */
   readonly collect?: Collect;
   readonly observer?: EngineObserver;
@@ -245,7 +245,7 @@ export async function runEngine(host: EngineHost): Promise<void> {
   const gate = config.burstHoldMs > 0 ? new BurstGate(signal, kSignalBurst, config.burstHoldMs, drainSubmissions) : undefined;
   const { hosts, browsers } = topology;
   if (hosts === undefined) logger.info("the launcher's placements do not say which host each rank is on: collectives run flat");
-  const timeline = host.openTimeline?.(config);
+  const timeline = host.openTimeline?.(config, (message) => logger.warn(message));
   const engine = new Engine(config, connection.transport, (message) => settler.post(message), logger, {
     ...(gate && { burstGate: gate }),
     stats: new StatsWriter(stats),

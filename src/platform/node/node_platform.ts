@@ -20,6 +20,9 @@ export const platform: Platform = Object.freeze({
       port: config.storePort,
       connectTimeoutMs: config.startTimeoutMs,
       key: new JobKey(config.secret),
+      // The job cannot go on without ringrun's store: its loss ends the worker, saying so.
+      hostedBy: 'ringrun',
+      silenceMs: config.ioTimeoutMs,
     });
     return new ElasticWorker(config, id, store);
   },

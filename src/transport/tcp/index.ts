@@ -41,6 +41,8 @@ export interface TcpTransportConfig {
   storeAddress: StoreAddress;
   /** True on the rank that starts the store server (rank 0). */
   hostStore: boolean;
+  /** Who hosts the store ("rank 0", "ringrun"), named when it goes away during start-up. */
+  storeOwner?: string;
   /**
    * Interface for the data listener (and the store server). Default: the store host when it
    * is a loopback address (a single-machine job), else "0.0.0.0".
@@ -101,6 +103,7 @@ export function tcpTransportConfig(config: Config, log?: TcpTransportConfig['log
     storeAddress: { host: config.storeHost, port: config.storePort },
     // Elastic jobs meet at the launcher's store, which outlives every rank.
     hostStore: config.rank === 0 && config.elasticWorker === undefined,
+    storeOwner: config.elasticWorker === undefined ? 'rank 0' : 'ringrun',
     // Unset, the transport binds to the store's interface and advertises the one routing to rank 0.
     ...(config.address === undefined ? {} : { bindHost: config.address, advertiseHost: config.address }),
     ...(config.networkInterface === undefined ? {} : { networkInterface: config.networkInterface }),
@@ -160,6 +163,9 @@ export async function createTcpTransport(config: TcpTransportConfig): Promise<Tc
     client = await TcpStoreClient.connect({
       ...storeAddress,
       connectTimeoutMs: timeouts.connectMs,
+      // A store gone quiet fails start-up after the I/O timeout, naming the store, not a peer.
+      silenceMs: timeouts.ioMs,
+      ...(config.storeOwner === undefined ? {} : { hostedBy: config.storeOwner }),
       key,
       ...(storeTls === undefined ? {} : { tls: storeTls }),
     });
