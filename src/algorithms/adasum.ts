@@ -72,7 +72,9 @@ export async function adasumAllreduce(
   }
   const total = counts.reduce((a, b) => a + b, 0);
   if (!counts.every((c) => Number.isSafeInteger(c) && c >= 0) || total !== buf.length) {
-    throw new InvalidArgumentError(`counts must be non-negative integers adding up to buf's ${buf.length} elements, got [${counts}]`);
+    throw new InvalidArgumentError(
+      `counts must be non-negative integers adding up to buf's ${buf.length} elements, got [${counts}]`,
+    );
   }
   if (size === 1 || buf.length === 0) return;
   const { pool } = resolveOptions(options);
@@ -164,7 +166,11 @@ function coefficient(dot: number, normSq: number): number {
 }
 
 /** Calls `each(tensor, offset, length)` for every tensor's part inside `range` (offsets into the buffer). */
-function forEachPiece(counts: readonly number[], range: Range, each: (tensor: number, offset: number, length: number) => void): void {
+function forEachPiece(
+  counts: readonly number[],
+  range: Range,
+  each: (tensor: number, offset: number, length: number) => void,
+): void {
   const end = range.offset + range.length;
   let start = 0;
   for (let t = 0; t < counts.length && start < end; t++) {

@@ -62,7 +62,10 @@ export const allreduceOp: OpSpec<AllreduceRequest> = {
   joined: {
     adjust: (_name, agreement) => agreement,
     // Zeros for adasum: a zero vector leaves its partner as it is.
-    standIn: ({ request }) => ({ request, buffer: identityBuffer(request.dtype, request.shape, elementwise(request.reduceOp, 'sum')) }),
+    standIn: ({ request }) => ({
+      request,
+      buffer: identityBuffer(request.dtype, request.shape, elementwise(request.reduceOp, 'sum')),
+    }),
   },
   async execute(ctx, agreement, entries) {
     const request = overContributors(agreement.request, agreement, ctx.transport.size);
