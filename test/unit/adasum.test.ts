@@ -153,6 +153,34 @@ describe("allreduce with op 'adasum'", () => {
     }
   });
 
+  it("fp16 compression: the halves combined, near the tree's float64 result", async () => {
+    const ranks = startMemoryWorld(4);
+    try {
+      const random = seeded(5);
+      const inputs = ranks.map(() => randomArray('float32', 11, random) as Float32Array);
+      const out = await Promise.all(
+        ranks.map((rr, r) => rr.allreduce(inputs[r] as Float32Array, { op: 'adasum', compression: 'fp16' })),
+      );
+      for (const o of out) assertClose(o as Float32Array, reference(inputs, [11]), 1e-2, 'fp16');
+    } finally {
+      await Promise.all(ranks.map((rr) => rr.shutdown()));
+    }
+  });
+
+  it('a rank that has joined stands in with zeros: the others are combined without it', async () => {
+    const ranks = startMemoryWorld(2);
+    try {
+      const zero = ranks[0] as RingReduce;
+      const one = ranks[1] as RingReduce;
+      const joined = one.join();
+      const mine = Float64Array.from([1, -2, 3]);
+      assert.deepEqual([...(await zero.allreduce(mine, { op: 'adasum' }))], [1, -2, 3]);
+      await Promise.all([zero.join(), joined]);
+    } finally {
+      await Promise.all(ranks.map((rr) => rr.shutdown()));
+    }
+  });
+
   it('runs in a process set of a power-of-two size inside a job of another', async () => {
     const ranks = startMemoryWorld(3);
     try {
