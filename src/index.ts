@@ -25,6 +25,7 @@ export {
   TimeoutError,
 } from './core/errors.js';
 export type {
+  AllreduceOp,
   Compression,
   DType,
   ReduceOp,

@@ -12,6 +12,9 @@
  *                                             ranks on different backends re-synchronise their weights each epoch
  *   --compression C     MNIST_COMPRESSION     none (default) or fp16: gradients sent as half precision
  *                                             (DistributedOptimizer's compression)
+ *   --adasum            MNIST_ADASUM=1        combine the gradients by Adasum (DistributedOptimizer's op 'adasum';
+ *                                             a power-of-two number of ranks) instead of averaging them; the
+ *                                             learning rate then grows with K only, not with the size
  *   --min-accuracy X    MNIST_MIN_ACCURACY    fail below this test accuracy (default 0.9; 0 when --steps is set)
  *   --dashboard         MNIST_DASHBOARD=1     report batch metrics to ringrun's dashboard (ringrun --dashboard) and
  *                                             draw a progress bar on rank 0 (DashboardCallback)
@@ -35,6 +38,7 @@ export interface TrainOptions {
   backend: BackendName;
   browserBackend: BackendName;
   compression: Compression;
+  adasum: boolean;
   minAccuracy: number;
   dashboard: boolean;
   elastic: boolean;
@@ -65,13 +69,17 @@ type Flag = keyof typeof kFlags;
  * browser ranks) and `env` (a Node rank's process.env; a browser rank has none).
  */
 export function parseOptions(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): TrainOptions {
-  const booleans = ['dashboard', 'elastic'];
+  const booleans = ['dashboard', 'elastic', 'adasum'];
   const parsed = mri([...argv], { string: Object.keys(kFlags), boolean: booleans });
   const known = new Set([...Object.keys(kFlags), ...booleans, '_']);
   const unknown = Object.keys(parsed).find((key) => !known.has(key));
   if (unknown !== undefined) throw new Error(`unknown option --${unknown} (options.ts lists them)`);
   if (parsed._.length > 0) throw new Error(`unexpected argument ${parsed._[0]} (options.ts lists the options)`);
-  const values = parsed as unknown as Partial<Record<Flag, string>> & { dashboard?: boolean; elastic?: boolean };
+  const values = parsed as unknown as Partial<Record<Flag, string>> & {
+    dashboard?: boolean;
+    elastic?: boolean;
+    adasum?: boolean;
+  };
   const raw = (flag: Flag): string | undefined => values[flag] ?? env[kFlags[flag].env] ?? kFlags[flag].fallback;
   const number = (flag: Flag, check: (v: number) => boolean): number | undefined => {
     const text = raw(flag);
@@ -90,6 +98,9 @@ export function parseOptions(argv: readonly string[], env: Readonly<Record<strin
   const compression = raw('compression');
   if (compression !== 'none' && compression !== 'fp16') throw new Error(`--compression must be none or fp16, got ${compression}`);
   const steps = number('steps', positiveInt);
+  const adasum = values.adasum === true || env.MNIST_ADASUM === '1';
+  const elastic = values.elastic === true || env.MNIST_ELASTIC === '1';
+  if (adasum && elastic) throw new Error('--adasum does not go with --elastic: a changing size may leave the powers of two');
   return {
     epochs: number('epochs', positiveInt) as number,
     steps,
@@ -100,9 +111,10 @@ export function parseOptions(argv: readonly string[], env: Readonly<Record<strin
     backend,
     browserBackend,
     compression,
+    adasum,
     minAccuracy: number('min-accuracy', (v) => v >= 0 && v <= 1) ?? (steps === undefined ? 0.9 : 0),
     dashboard: values.dashboard === true || env.MNIST_DASHBOARD === '1',
-    elastic: values.elastic === true || env.MNIST_ELASTIC === '1',
+    elastic,
     commitEvery: number('commit-every', positiveInt) as number,
     killWorker: raw('kill-worker'),
     killAtBatch: number('kill-at-batch', (v) => Number.isSafeInteger(v) && v >= 0),

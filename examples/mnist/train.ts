@@ -5,10 +5,11 @@
  *   node bin/ringrun.js -np 4 node dist/examples/mnist/train.js            # full run, ~1 minute
  *   node bin/ringrun.js -np 2 node dist/examples/mnist/train.js --epochs 1 --steps 20   # quick
  *   node bin/ringrun.js -np 4 node dist/examples/mnist/train.js --compression fp16     # gradients as fp16
+ *   node bin/ringrun.js -np 4 node dist/examples/mnist/train.js --adasum               # Adasum, not averaging
  *   node bin/ringrun.js --elastic --min-np 2 -np 4 node dist/examples/mnist/train.js --elastic   # elastic.ts
  *
  * Each rank trains on its own quarter of the training set; DistributedOptimizer averages the
- * gradients over the ranks at every step, so all ranks hold the same weights throughout. The
+ * gradients over the ranks at every step (or combines them by Adasum, --adasum), so all ranks hold the same weights throughout. The
  * options are listed in options.ts.
  */
 import * as tf from '@tensorflow/tfjs';
@@ -48,16 +49,19 @@ async function main(): Promise<void> {
   log(
     `MNIST on ${size} rank(s), tfjs backend ${backends.join(' and ')}: ${perRank} training samples per rank, ` +
       `batch ${options.batchSize} per rank (${options.batchSize * size * passes} ${perUpdate}), ${options.epochs} epoch(s)` +
-      (options.compression === 'none' ? '' : `, gradients compressed to ${options.compression}`),
+      (options.compression === 'none' ? '' : `, gradients compressed to ${options.compression}`) +
+      (options.adasum ? ', gradients combined by Adasum' : ''),
   );
 
   // The learning rate grows with the samples per update (× size × passes), reached by a warm-up.
-  const lr = options.lr * size * passes;
+  // Adasum's result is as large as one rank's gradient where the ranks agree: no × size (Horovod's advice).
+  const lr = options.lr * (options.adasum ? 1 : size) * passes;
   const model = buildModel();
   model.compile({
     optimizer: new rrtf.DistributedOptimizer(tf.train.adam(lr), {
       backwardPassesPerStep: passes,
       compression: options.compression,
+      op: options.adasum ? 'adasum' : 'average',
     }),
     loss: 'categoricalCrossentropy',
     metrics: ['accuracy'],

@@ -4,7 +4,8 @@
  */
 import { callerDTypeOf, dtypeOf, isFloat, reduceOpFits } from '../core/dtypes.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import { type DType, kReduceOps, type ReduceOp, type TensorLike, type TypedArray } from '../core/types.js';
+import { isPowerOfTwo } from '../core/shapes.js';
+import { type AllreduceOp, type DType, kReduceOps, type ReduceOp, type TensorLike, type TypedArray } from '../core/types.js';
 
 export interface ParsedTensor {
   data: TypedArray;
@@ -67,6 +68,7 @@ export function parseName(name: unknown): string | undefined {
 
 export function parseReduceOp(op: unknown, dtype: DType): ReduceOp {
   if (op === undefined) return 'sum';
+  if (op === 'adasum') throw new InvalidArgumentError("option 'op' 'adasum' is allreduce's only (it combines whole vectors)");
   if (!kReduceOps.includes(op as ReduceOp)) {
     throw new InvalidArgumentError(`option 'op' must be one of ${kReduceOps.join(', ')}, got ${JSON.stringify(op)}`);
   }
@@ -79,6 +81,28 @@ export function parseReduceOp(op: unknown, dtype: DType): ReduceOp {
     throw new InvalidArgumentError(`option 'op' is '${op}' but the tensor is ${dtype}: bitwise ops need an integer dtype`);
   }
   return op as ReduceOp;
+}
+
+/**
+ * allreduce's option 'op': a reduce op, or 'adasum', which needs a float tensor and a
+ * power-of-two number of ranks in the set it runs in (`size`).
+ */
+export function parseAllreduceOp(op: unknown, dtype: DType, size: number): AllreduceOp {
+  if (op !== 'adasum') {
+    if (op !== undefined && !kReduceOps.includes(op as ReduceOp)) {
+      throw new InvalidArgumentError(`option 'op' must be one of ${kReduceOps.join(', ')}, adasum, got ${JSON.stringify(op)}`);
+    }
+    return parseReduceOp(op, dtype);
+  }
+  if (!isFloat(dtype)) {
+    throw new InvalidArgumentError(`option 'op' is 'adasum' but the tensor is ${dtype}: adasum needs float32 or float64`);
+  }
+  if (!isPowerOfTwo(size)) {
+    throw new InvalidArgumentError(
+      `option 'op' is 'adasum' but the job (or process set) has ${size} ranks: adasum runs on 1, 2, 4, 8, ... ranks (a power of two)`,
+    );
+  }
+  return 'adasum';
 }
 
 export function parseRoot(root: unknown, size: number): number {

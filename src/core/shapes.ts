@@ -15,3 +15,8 @@ export function splitRows(rows: number, size: number): number[] {
   const extra = rows % size;
   return Array.from({ length: size }, (_, r) => (r < extra ? base + 1 : base));
 }
+
+/** Whether `n` is 1, 2, 4, 8, ... (adasum's rank counts). */
+export function isPowerOfTwo(n: number): boolean {
+  return Number.isSafeInteger(n) && n > 0 && (n & (n - 1)) === 0;
+}

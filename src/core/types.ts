@@ -30,6 +30,18 @@ export const kReduceOps = ['sum', 'average', 'min', 'max', 'product', 'band', 'b
 export type ReduceOp = (typeof kReduceOps)[number];
 
 /**
+ * allreduce's ops in wire order: the reduce ops, then 'adasum' (code 8). A new reduce op would
+ * move adasum's code, which test/unit/op_wire_order.test.ts pins: it needs its code after it.
+ */
+export const kAllreduceOps = [...kReduceOps, 'adasum'] as const;
+/**
+ * Option `op` of allreduce: a {@link ReduceOp}, or 'adasum' (Horovod's Adasum: the ranks'
+ * vectors combined pairwise as a' = (1 - a·b/2|a|²)·a + (1 - a·b/2|b|²)·b; float dtypes and
+ * power-of-two rank counts only, docs/algorithms.md).
+ */
+export type AllreduceOp = (typeof kAllreduceOps)[number];
+
+/**
  * When allreduce and allgather run hierarchically on a multi-host job (Horovod's
  * HOROVOD_HIERARCHICAL_ALLREDUCE / _ALLGATHER): 'auto' where it pays, 'on' whenever the host
  * layout allows it, 'off' never (algorithms/hierarchy.ts).

@@ -15,6 +15,7 @@ const samples: ControlMessage[] = [
       { name: 'empty', op: 'allgather', dtype: 'int8', shape: [0], outLength: 0 },
       { name: 'scaled', op: 'allreduce', dtype: 'float64', shape: [3], reduceOp: 'sum', prescale: 0.5, postscale: -2 },
       { name: 'fp16', op: 'allreduce', dtype: 'float16', shape: [4, 2], reduceOp: 'average', postscale: 0.5 },
+      { name: 'adasum', op: 'allreduce', dtype: 'float32', shape: [9], reduceOp: 'adasum', postscale: 0.5 },
       { name: 'shard', op: 'reducescatter', dtype: 'float32', shape: [9, 2], reduceOp: 'bxor', postscale: 0.25 },
       { name: 'moe', op: 'alltoall', dtype: 'float32', shape: [6, 4], splits: [0, 6, 0] },
       { name: 'sum0', op: 'reduce', dtype: 'uint32', shape: [5], reduceOp: 'max', root: 2 },

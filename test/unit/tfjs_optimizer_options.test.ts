@@ -139,6 +139,37 @@ test("compression 'fp16' averages the gradients as halves; a bad compression is 
   );
 });
 
+test("op 'adasum' combines each gradient tensor on its own; a job of 3 ranks refuses it", async () => {
+  // In the set {0, 2}: a's gradients are orthogonal (their sum), b's equal (their average). One
+  // Adasum over [a, b] as a whole would give 0.6 · [1, 1, 4] instead.
+  const grads = [
+    [[1, 0], [2]],
+    [[0, 1], [2]],
+  ];
+  const results = await Promise.all(
+    [0, 2].map(async (rank, i) => {
+      const runtime = world[rank] as RingReduce;
+      const processSet = sets[rank] as ProcessSet;
+      const [a, b] = [tf.variable(tf.zeros([2])), tf.variable(tf.zeros([1]))];
+      const optimizer = new DistributedOptimizer(tf.train.sgd(1), { runtime, processSet, op: 'adasum', name: 'adasum' });
+      const [ga, gb] = (grads[i] as number[][]).map((g) => tf.tensor1d(g));
+      await optimizer.applyGradientsAsync([
+        { name: a.name, tensor: ga as tf.Tensor },
+        { name: b.name, tensor: gb as tf.Tensor },
+      ]);
+      tf.dispose([ga, gb]);
+      return [Array.from(a.dataSync()), Array.from(b.dataSync())];
+    }),
+  );
+  for (const r of results) assert.deepEqual(r, [[-1, -1], [-2]]);
+  const optimizer = new DistributedOptimizer(tf.train.sgd(1), { runtime: world[0] as RingReduce, op: 'adasum' });
+  await assert.rejects(step(optimizer, tf.variable(tf.zeros([1])), [1]), /has 3 ranks: adasum runs on 1, 2, 4, 8/);
+  assert.throws(
+    () => new DistributedOptimizer(tf.train.sgd(1), { op: 'max' as 'sum' }),
+    /op must be 'average', 'sum' or 'adasum'/,
+  );
+});
+
 test('with a process set, gradients, metrics, broadcasts and shards stay within the set', async () => {
   const results = await Promise.all(
     world.map(async (runtime, rank) => {

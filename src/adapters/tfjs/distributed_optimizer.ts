@@ -31,8 +31,14 @@ import { type Collectives, collectivesOf, type ProcessSetOption, type RuntimeOpt
 export interface DistributedOptimizerOptions extends RuntimeOption, ProcessSetOption {
   /** Name of the fused gradient collective; give each DistributedOptimizer of a job its own. */
   name?: string;
-  /** 'average' (default) or 'sum' of the ranks' gradients. */
-  op?: 'average' | 'sum';
+  /**
+   * 'average' (default) or 'sum' of the ranks' gradients, or 'adasum' (Horovod's Adasum: each
+   * gradient tensor combined on its own by adaptive summation, which sums orthogonal gradients
+   * and averages equal ones; a power-of-two number of ranks). Under 'adasum' a step exchanges
+   * one allreduce per gradient tensor: the async methods submit them together and the engine
+   * fuses them; applyGradients (model.fit) runs them one after another.
+   */
+  op?: 'average' | 'sum' | 'adasum';
   /**
    * Calls of the optimizer per update (Horovod's backward_passes_per_step; default 1): the
    * gradients of k calls (applyGradients, minimize or their async forms; one per batch inside
@@ -84,7 +90,7 @@ export class DistributedOptimizer extends tf.Optimizer {
   private readonly collectives: Collectives;
   private readonly options: DistributedOptimizerOptions;
   private readonly name: string;
-  private readonly op: 'average' | 'sum';
+  private readonly op: 'average' | 'sum' | 'adasum';
   /** What the accumulated sum is multiplied by before the exchange: 1/k or 1. */
   private readonly scale: number;
   /** Where the gradients are reduced; known at the first step (or at construction, with a process set). */
@@ -101,7 +107,7 @@ export class DistributedOptimizer extends tf.Optimizer {
    * @param optimizer the optimizer that applies the combined gradients (any `tf.Optimizer`, not a DistributedOptimizer)
    * @param options how the gradients are combined and how often; all optional
    * @throws InvalidArgumentError if `optimizer` is not a `tf.Optimizer` or is already wrapped, or
-   * an option is invalid (`op` other than 'average' or 'sum', `backwardPassesPerStep` not a
+   * an option is invalid (`op` other than 'average', 'sum' or 'adasum', `backwardPassesPerStep` not a
    * positive integer, `averageAggregatedGradients` not a boolean, `compression` other than 'none'
    * or 'fp16'), or `processSet` does not hold this rank
    */
@@ -110,7 +116,9 @@ export class DistributedOptimizer extends tf.Optimizer {
     if (!(optimizer instanceof tf.Optimizer)) throw new InvalidArgumentError('optimizer must be a tf.Optimizer');
     if (optimizer instanceof DistributedOptimizer) throw new InvalidArgumentError('optimizer is already a DistributedOptimizer');
     const op = options.op ?? 'average';
-    if (op !== 'average' && op !== 'sum') throw new InvalidArgumentError(`op must be 'average' or 'sum', got ${String(op)}`);
+    if (op !== 'average' && op !== 'sum' && op !== 'adasum') {
+      throw new InvalidArgumentError(`op must be 'average', 'sum' or 'adasum', got ${String(op)}`);
+    }
     const passes = options.backwardPassesPerStep ?? 1;
     if (!Number.isSafeInteger(passes) || passes < 1) {
       throw new InvalidArgumentError(`backwardPassesPerStep must be a positive integer, got ${String(passes)}`);
@@ -150,7 +158,8 @@ export class DistributedOptimizer extends tf.Optimizer {
     const flat = this.accumulate(bundle, bundle.readSync());
     if (flat === undefined) return;
     try {
-      if (this.scope().size > 1) this.collectives.allreduceSync(flat, this.reduceOptions(flat));
+      if (this.scope().size > 1)
+        for (const [part, options] of this.exchanges(bundle, flat)) this.collectives.allreduceSync(part, options);
       else scaleInPlace(flat, this.scale);
       this.applyReduced(bundle, flat);
     } finally {
@@ -168,8 +177,9 @@ export class DistributedOptimizer extends tf.Optimizer {
     const flat = this.accumulate(bundle, await bundle.read());
     if (flat === undefined) return;
     try {
-      if (this.scope().size > 1) await this.collectives.allreduce(flat, this.reduceOptions(flat));
-      else scaleInPlace(flat, this.scale);
+      if (this.scope().size > 1) {
+        await Promise.all(this.exchanges(bundle, flat).map(([part, options]) => this.collectives.allreduce(part, options)));
+      } else scaleInPlace(flat, this.scale);
       this.applyReduced(bundle, flat);
     } finally {
       this.giveFlat(flat);
@@ -215,8 +225,18 @@ export class DistributedOptimizer extends tf.Optimizer {
     this.window = undefined;
   }
 
-  private reduceOptions(flat: Float32Array): AllreduceOptions {
-    const options: AllreduceOptions = { name: this.name, op: this.op, out: flat, ...this.scope().options };
+  /**
+   * The step's allreduces, in place: the whole fused buffer, or under adasum one per gradient
+   * (Adasum's coefficients are per tensor, as Horovod's: one over the whole model would weigh
+   * every layer by the others).
+   */
+  private exchanges(bundle: GradientBundle, flat: Float32Array): [Float32Array, AllreduceOptions][] {
+    if (this.op !== 'adasum') return [[flat, this.reduceOptions(flat, this.name)]];
+    return bundle.layout.unpack(flat).map((part, i) => [part, this.reduceOptions(part, `${this.name}/${i}`)]);
+  }
+
+  private reduceOptions(flat: Float32Array, name: string): AllreduceOptions {
+    const options: AllreduceOptions = { name, op: this.op, out: flat, ...this.scope().options };
     if (this.scale !== 1) options.postscale = this.scale;
     if (this.options.compression === 'fp16') options.compression = 'fp16';
     return options;

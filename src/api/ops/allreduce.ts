@@ -1,10 +1,10 @@
 /** allreduce on the caller's side: options, the input copy, and the result. */
-import type { Compression, ReduceOp, TypedArray } from '../../core/types.js';
+import type { AllreduceOp, Compression, TypedArray } from '../../core/types.js';
 import type { AllreduceRequest } from '../../engine/ops/registry.js';
 import { type CallContext, type Prepared, resultLike } from '../call.js';
 import { compressToStaging, decompress, parseCompression } from '../compression.js';
 import type { ProcessSet } from '../process_set.js';
-import { checkOptions, parseName, parseOut, parseReduceOp, parseScales, parseTensor } from '../tensor_args.js';
+import { checkOptions, parseAllreduceOp, parseName, parseOut, parseScales, parseTensor } from '../tensor_args.js';
 
 /**
  * Options of {@link RingReduce.allreduce}, {@link RingReduce.allreduceSync} and
@@ -21,8 +21,13 @@ export interface AllreduceOptions {
   timeoutMs?: number;
   /** Same name on every rank = same collective. Default: named by call order per op. */
   name?: string;
-  /** Default 'sum'. 'average' needs a float dtype; 'band', 'bor', 'bxor' an integer one. */
-  op?: ReduceOp;
+  /**
+   * Default 'sum'. 'average' needs a float dtype; 'band', 'bor', 'bxor' an integer one.
+   * 'adasum' (Horovod's Adasum: each pair of ranks' vectors a, b combined as
+   * (1 - a·b/2|a|²)·a + (1 - a·b/2|b|²)·b, up a binary tree of the ranks) needs a float dtype and
+   * a power-of-two number of ranks in the job or process set; fused tensors are combined each on its own.
+   */
+  op?: AllreduceOp;
   /**
    * Write the result here (same dtype and length, SharedArrayBuffer-backed; may be the input)
    * instead of into fresh memory: a loop that reuses it skips the page faults of new memory.
@@ -44,7 +49,7 @@ export interface AllreduceOptions {
 export function prepareAllreduce(ctx: CallContext, tensor: unknown, options: unknown): Prepared {
   const o = checkOptions(options, ['name', 'op', 'out', 'prescale', 'postscale', 'processSet', 'timeoutMs', 'compression']);
   const t = parseTensor(tensor);
-  const reduceOp = parseReduceOp(o.op, t.dtype);
+  const reduceOp = parseAllreduceOp(o.op, t.dtype, ctx.size);
   const scales = parseScales(o, t.dtype);
   const out = parseOut(o.out, t);
   const compression = parseCompression(o.compression, t);

@@ -1,15 +1,18 @@
 /**
- * allreduce: the element-wise reduction of every rank's tensor, on every rank. Ranks agree on
- * dtype, reduce op and shape. Cached, fused (consecutive allreduces of one dtype and op run over
- * one packed buffer, fusion.ts), and eager when tiny (its data rides with the ready round).
+ * allreduce: the element-wise reduction of every rank's tensor, on every rank, or their Adasum
+ * (op 'adasum', algorithms/adasum.ts). Ranks agree on dtype, reduce op and shape. Cached, fused
+ * (consecutive allreduces of one dtype and op run over one packed buffer, fusion.ts; Adasum keeps
+ * each tensor's coefficients its own), and eager when tiny (its data rides with the ready round;
+ * not Adasum, which runs on the flat tree of ranks only).
  */
+import { adasumAllreduce } from '../../algorithms/adasum.js';
 import { allreduce } from '../../algorithms/allreduce.js';
 import { allreduceRunsHierarchically, hierarchicalAllreduce } from '../../algorithms/hierarchical_allreduce.js';
 import { allreduceRunsThroughHubs, hubAllreduce } from '../../algorithms/hub_allreduce.js';
 import { reduceInRankOrder } from '../../algorithms/rank_order_reduce.js';
 import { bytesPerElement, constructorOf } from '../../core/dtypes.js';
 import { elementCount } from '../../core/shapes.js';
-import { kReduceOps, type ReduceOp, type TypedArray } from '../../core/types.js';
+import { type AllreduceOp, kAllreduceOps, type ReduceOp, type TypedArray } from '../../core/types.js';
 
 import { codeOf } from '../wire/wire.js';
 import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
@@ -19,7 +22,7 @@ import { pack, unpack } from './packing.js';
 import { isScaled, kScalesCheck, readScales, type ScaleFactors, scale, writeScales } from './scaling.js';
 
 export interface AllreduceRequest extends RequestBase<'allreduce'>, ScaleFactors {
-  reduceOp: ReduceOp;
+  reduceOp: AllreduceOp;
 }
 
 /**
@@ -35,10 +38,10 @@ const kReduceOpCheck: FieldCheck<AllreduceRequest> = { what: 'reduce ops', text:
 export const allreduceOp: OpSpec<AllreduceRequest> = {
   op: 'allreduce',
   write(w, r) {
-    w.u8(codeOf(kReduceOps, r.reduceOp));
+    w.u8(codeOf(kAllreduceOps, r.reduceOp));
     writeScales(w, r);
   },
-  read: (r, base) => ({ ...base, reduceOp: r.enumOf(kReduceOps, 'reduce op'), ...readScales(r) }),
+  read: (r, base) => ({ ...base, reduceOp: r.enumOf(kAllreduceOps, 'reduce op'), ...readScales(r) }),
   agree: (name, requests) =>
     firstMismatch(name, requests, [kDTypeCheck, kReduceOpCheck, kScalesCheck, kShapeCheck]) ?? {
       request: requests[0] as AllreduceRequest,
@@ -49,27 +52,42 @@ export const allreduceOp: OpSpec<AllreduceRequest> = {
   eager: {
     // Scaled ones take the algorithms: the peers' buffers arrive unscaled.
     fits: (r, size) =>
-      size >= 2 && size <= kEagerMaxRanks && !isScaled(r) && elementCount(r.shape) * bytesPerElement(r.dtype) <= kEagerMaxBytes,
-    finish: (r, buffers, into, kernels) => reduceInRankOrder(buffers, into, r.reduceOp, kernels),
+      size >= 2 &&
+      size <= kEagerMaxRanks &&
+      r.reduceOp !== 'adasum' &&
+      !isScaled(r) &&
+      elementCount(r.shape) * bytesPerElement(r.dtype) <= kEagerMaxBytes,
+    finish: (r, buffers, into, kernels) => reduceInRankOrder(buffers, into, elementwise(r.reduceOp), kernels),
   },
   joined: {
     adjust: (_name, agreement) => agreement,
-    standIn: ({ request }) => ({ request, buffer: identityBuffer(request.dtype, request.shape, request.reduceOp) }),
+    // Zeros for adasum: a zero vector leaves its partner as it is.
+    standIn: ({ request }) => ({
+      request,
+      buffer: identityBuffer(request.dtype, request.shape, elementwise(request.reduceOp, 'sum')),
+    }),
   },
   async execute(ctx, agreement, entries) {
     const request = overContributors(agreement.request, agreement, ctx.transport.size);
     const first = entries[0] as OpEntry<AllreduceRequest>;
     if (entries.length > 1) await fusedAllreduce(ctx, request, entries);
-    else if (first.buffer) await allreduceBuffer(ctx, request, first.buffer);
+    else if (first.buffer) await allreduceBuffer(ctx, request, first.buffer, [first.buffer.length]);
     return entries.map(() => ({}));
   },
 };
 
-async function allreduceBuffer(ctx: ExecutionContext, request: AllreduceRequest, buf: TypedArray): Promise<void> {
+/** `counts`: the lengths of the tensors packed in `buf`, which adasum combines each on its own. */
+async function allreduceBuffer(
+  ctx: ExecutionContext,
+  request: AllreduceRequest,
+  buf: TypedArray,
+  counts: readonly number[],
+): Promise<void> {
   const { native, hierarchy, tag, options } = ctx;
   const op = request.reduceOp;
   scale(buf, request.prescale);
   await ctx.communicate(buf.byteLength, () => {
+    if (op === 'adasum') return adasumAllreduce(ctx.transport, buf, tag, options, counts);
     if (native?.supports('allreduce', request.dtype, op)) return native.allreduce(buf, op);
     if (allreduceRunsThroughHubs(ctx.hierarchicalAllreduce, ctx.hubs, buf.byteLength, options)) {
       return hubAllreduce(ctx.hubs, buf, op, tag, options);
@@ -91,10 +109,22 @@ async function fusedAllreduce(ctx: ExecutionContext, request: AllreduceRequest, 
     const fused = new (constructorOf(request.dtype))(buffer, 0, elements);
     const detail = { tensors: parts.length, bytes: fused.byteLength };
     ctx.local('FUSION_COPY', detail, () => pack(parts, fused));
-    await allreduceBuffer(ctx, request, fused);
+    await allreduceBuffer(
+      ctx,
+      request,
+      fused,
+      parts.map((p) => p.length),
+    );
     ctx.local('FUSION_COPY', detail, () => unpack(fused, parts));
   } finally {
     // allreduce settles only once nothing is in flight: the buffer is quiet here.
     ctx.pool.release(buffer);
   }
+}
+
+/** The element-wise op of a request that is not adasum (eager exchange, joined ranks' stand-ins). */
+function elementwise(op: AllreduceOp, forAdasum?: ReduceOp): ReduceOp {
+  if (op !== 'adasum') return op;
+  if (forAdasum === undefined) throw new Error('adasum has no element-wise form');
+  return forAdasum;
 }

@@ -5,7 +5,7 @@
  */
 import { allocShared, reduceIdentity } from '../../core/dtypes.js';
 import { elementCount } from '../../core/shapes.js';
-import type { ReduceOp, TypedArray, WireDType } from '../../core/types.js';
+import type { AllreduceOp, ReduceOp, TypedArray, WireDType } from '../../core/types.js';
 import type { Agreement, Refusal } from './op_spec.js';
 import type { ScaleFactors } from './scaling.js';
 
@@ -20,7 +20,7 @@ export function identityBuffer(dtype: WireDType, shape: readonly number[], op: R
  * A reduction with joined ranks: 'average' divides by the ranks that contributed, not by all, so
  * it runs as a sum whose postscale carries the division.
  */
-export function overContributors<R extends { reduceOp: ReduceOp } & ScaleFactors>(
+export function overContributors<R extends { reduceOp: AllreduceOp } & ScaleFactors>(
   request: R,
   agreement: Agreement<R>,
   size: number,
