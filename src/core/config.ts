@@ -98,6 +98,12 @@ export interface Config {
    * 'recursive-doubling', or 'auto' (by set size). Must be the same on every rank.
    */
   readonly readyExchange: ReadyExchange;
+  /**
+   * The α, β and γ (seconds per message, per byte sent, per byte reduced) of the choices made by
+   * cost from 8 ranks on (algorithms/cost_model.ts): 'measure' (α and β measured at start-up,
+   * engine/cost_probe.ts), 'off' (the built-in figures), or given figures (unset ones built in).
+   */
+  readonly costModel: CostModelSetting;
   /** Process sets defined from the start (ids 1, 2, ... in this order): ranks of the job, the same on every rank. */
   readonly processSets: readonly (readonly number[])[];
   /** The launcher variables rank and size came from, when not from RINGREDUCE_* or options (said at init). */
@@ -116,6 +122,13 @@ export type Backend = 'tcp' | 'mpi' | 'auto' | 'web';
 export const kReadyExchanges = ['auto', 'all-to-all', 'recursive-doubling'] as const;
 export type ReadyExchange = (typeof kReadyExchanges)[number];
 const kBackends: readonly Backend[] = ['tcp', 'mpi', 'auto', 'web'];
+/** Given cost-model figures, in seconds. */
+export interface CostFigures {
+  alpha?: number;
+  beta?: number;
+  gamma?: number;
+}
+export type CostModelSetting = 'measure' | 'off' | Readonly<CostFigures>;
 
 const rankField = z.number().int().nonnegative();
 const timeoutField = z.number().int().nonnegative();
@@ -154,6 +167,16 @@ const kOptionsSchema = z.strictObject({
   tls: z.boolean().optional(),
   timeline: z.string().min(1).optional(),
   readyExchange: z.enum(kReadyExchanges).optional(),
+  costModel: z
+    .union([
+      z.enum(['measure', 'off']),
+      z.strictObject({
+        alpha: z.number().nonnegative().optional(),
+        beta: z.number().nonnegative().optional(),
+        gamma: z.number().nonnegative().optional(),
+      }),
+    ])
+    .optional(),
   processSets: z.array(z.array(rankField).min(1)).optional(),
 });
 
@@ -224,6 +247,8 @@ export interface InitOptions {
   timeline?: string;
   /** How ready rounds exchange their bit-vectors: `'auto'` (default), `'all-to-all'` or `'recursive-doubling'`; the same on every rank (`RINGREDUCE_READY_EXCHANGE`). */
   readyExchange?: ReadyExchange;
+  /** α, β and γ of the choices by cost from 8 ranks on: `'measure'` (default: α and β measured at start-up), `'off'` (built-in figures) or `{ alpha, beta, gamma }` in seconds, unset ones built in; the same on every rank (`RINGREDUCE_COST_MODEL`). */
+  costModel?: 'measure' | 'off' | CostFigures;
   /** Process sets defined from the start, ids 1, 2, … in this order: ranks of the job, the same on every rank. */
   processSets?: number[][];
 }
@@ -454,6 +479,29 @@ function envFlag(env: Env, name: string): boolean | undefined {
   return raw === '1';
 }
 
+/** RINGREDUCE_COST_MODEL: `measure` (default), `off`, or figures such as `alpha=20e-6,beta=0.1e-9`. */
+function envCostModel(env: Env): CostModelSetting {
+  const text = env[kEnv.costModel] || 'measure';
+  if (text === 'measure' || text === 'off') return text;
+  const figures: CostFigures = {};
+  for (const part of text.split(',')) {
+    const [name, value, ...rest] = part.split('=').map((x) => x.trim());
+    const seconds = Number(value);
+    if (
+      (name !== 'alpha' && name !== 'beta' && name !== 'gamma') ||
+      rest.length > 0 ||
+      value === '' ||
+      !(Number.isFinite(seconds) && seconds >= 0)
+    ) {
+      throw new InvalidArgumentError(
+        `${kEnv.costModel} must be measure, off, or figures in seconds such as alpha=20e-6,beta=0.1e-9,gamma=0.3e-9; got ${JSON.stringify(text)}`,
+      );
+    }
+    figures[name] = seconds;
+  }
+  return Object.freeze(figures);
+}
+
 function envMode(env: Env, name: string): HierarchicalMode | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
@@ -636,6 +684,10 @@ export function resolveConfig(options: InitOptions = {}, env: Env = process.env)
     tls,
     timeline: o.timeline ?? (env[kEnv.timeline] || undefined),
     readyExchange: readyExchange as ReadyExchange,
+    costModel:
+      o.costModel === undefined
+        ? envCostModel(env)
+        : Object.freeze(typeof o.costModel === 'string' ? o.costModel : { ...o.costModel }),
     processSets: checkProcessSets(o.processSets ?? [], size),
     jobSource: jobSource === undefined ? undefined : Object.freeze({ ...jobSource }),
     elasticWorker: env[kEnv.elasticWorker] || undefined,
