@@ -173,7 +173,7 @@ const kAlgorithms: readonly Algorithm[] = [
   },
   {
     name: 'broadcast, scatter + allgather',
-    formula: '2·⌈log2 N⌉·α + 2(N-1)/N·M·β (Bruck; the ring where cheaper)',
+    formula: '2·⌈log2 N⌉·α + 2(N-1)/N·M·β (recursive doubling or Bruck; the ring where cheaper)',
     split: false,
     cost: (n, b, m) => scatterAllgatherBroadcastCost(n, b, kSegmentBytes, m),
     run: (t, c) => scatterAllgatherBroadcast(t, bytesOf(new Float32Array(c.elements)), 0, 1, c.options),
