@@ -173,9 +173,9 @@ const kAlgorithms: readonly Algorithm[] = [
   },
   {
     name: 'broadcast, scatter + allgather',
-    formula: '(⌈log2 N⌉ + N-1)·α + 2(N-1)/N·M·β',
+    formula: '2·⌈log2 N⌉·α + 2(N-1)/N·M·β (recursive doubling or Bruck; the ring where cheaper)',
     split: false,
-    cost: scatterAllgatherBroadcastCost,
+    cost: (n, b, m) => scatterAllgatherBroadcastCost(n, b, kSegmentBytes, m),
     run: (t, c) => scatterAllgatherBroadcast(t, bytesOf(new Float32Array(c.elements)), 0, 1, c.options),
   },
   {

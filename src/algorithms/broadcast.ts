@@ -12,43 +12,37 @@
  *   carries the message exactly once; the time is (N - 2 + K) segment times, which tends to
  *   M / bandwidth whatever N.
  * - Scatter + allgather (scatter_allgather_broadcast.ts): the root scatters N blocks down a
- *   binomial tree and a ring allgather spreads them; 2(N-1)/N·M bytes per rank and no pipeline
- *   fill that grows with N.
- * The switch: a message of at most `treeMaxBytes` (default: one segment) goes by tree, where the
- * chain's N - 1 sequential hops of a single segment would only add latency. A larger one goes by
- * scatter + allgather on at least kScatterAllgatherMinRanks ranks when the cost model
- * (cost_model.ts) puts it below the chain, else by chain: below that many ranks the two cost
- * about the same, and the chain is what was measured fastest on 2 and 4 ranks. Every rank
- * decides from the same length and options.
+ *   binomial tree and Bruck's allgather spreads them; 2·⌈log2 N⌉ messages and 2(N-1)/N·M bytes
+ *   per rank, no pipeline fill that grows with N.
+ * The switch: below kCostChoiceMinRanks ranks a message of at most `treeMaxBytes` (default: one
+ * segment) goes by tree, where the chain's N - 1 sequential hops of a single segment would only
+ * add latency, and a larger one by chain, as measured fastest on 2 and 4 ranks. From that many
+ * ranks on, the cheapest of the three by the cost model (cost_model.ts): the tree for small
+ * messages, scatter + allgather from about 64 KiB, the chain for messages of many segments on
+ * few ranks (its pipeline fill is then small). Every rank decides from the same length and options.
  */
 import { InvalidArgumentError } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
 import { bytesOf, type Transport } from '../transport/transport.js';
-import { chainBroadcastCost, scatterAllgatherBroadcastCost } from './cost_model.js';
+import { chainBroadcastCost, kCostChoiceMinRanks, scatterAllgatherBroadcastCost, treeBroadcastCost } from './cost_model.js';
 import { type AlgorithmOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { type PipelinePlan, runPipeline } from './pipeline.js';
 import { scatterAllgatherBroadcast } from './scatter_allgather_broadcast.js';
 import { segmentCount, segmentLength } from './segments.js';
 
-/** Fewer ranks than this always take the chain for a large message (see above). */
-export const kScatterAllgatherMinRanks = 8;
-
-/**
- * Scatter + allgather is chosen only below this fraction of the chain's cost: it runs about
- * 1.2 times its formula in the simulator (the scatter's tree and the ring do not overlap), the
- * chain at its formula.
- */
-const kScatterAllgatherMargin = 0.8;
-
 export type BroadcastAlgorithm = 'tree' | 'chain' | 'scatter_allgather';
 
 /** The algorithm every rank runs for a broadcast of `bytes` on `ranks` ranks. */
 export function broadcastAlgorithm(ranks: number, bytes: number, options: ResolvedOptions): BroadcastAlgorithm {
-  if (bytes <= options.treeMaxBytes) return 'tree';
-  if (ranks < kScatterAllgatherMinRanks) return 'chain';
-  const chain = chainBroadcastCost(ranks, bytes, options.segmentBytes, options.costModel);
-  const scatterAllgather = scatterAllgatherBroadcastCost(ranks, bytes, options.costModel);
-  return scatterAllgather < kScatterAllgatherMargin * chain ? 'scatter_allgather' : 'chain';
+  if (ranks < kCostChoiceMinRanks) return bytes <= options.treeMaxBytes ? 'tree' : 'chain';
+  const { segmentBytes, costModel } = options;
+  const costs: [BroadcastAlgorithm, number][] = [
+    ['tree', treeBroadcastCost(ranks, bytes, costModel)],
+    ['scatter_allgather', scatterAllgatherBroadcastCost(ranks, bytes, segmentBytes, costModel)],
+    ['chain', chainBroadcastCost(ranks, bytes, segmentBytes, costModel)],
+  ];
+  // The first of the cheapest: ties go to the tree, then scatter + allgather.
+  return costs.reduce((best, c) => (c[1] < best[1] ? c : best))[0];
 }
 
 /**

@@ -113,16 +113,36 @@ export function chainBroadcastCost(ranks: number, bytes: number, segmentBytes: n
   return (ranks - 2 + segments) * (model.alpha + Math.min(segmentBytes, bytes) * model.beta);
 }
 
-/** Seconds for scatter + allgather (scatter_allgather_broadcast.ts): (⌈log2 N⌉ + N - 1)·α + 2(N-1)/N·M·β. */
-export function scatterAllgatherBroadcastCost(ranks: number, bytes: number, model: CostModel): number {
+/**
+ * Seconds for the binomial scatter of `bytes` in even blocks (tree_scatter.ts, farthest child
+ * first): ⌈log2 N⌉·α + (N-1)/N·M·β, the root's stream with the subtrees' forwarding beneath it.
+ */
+export function treeScatterCost(ranks: number, bytes: number, model: CostModel): number {
   if (ranks < 2) return 0;
-  return (ceilLog2(ranks) + ranks - 1) * model.alpha + ((2 * (ranks - 1)) / ranks) * bytes * model.beta;
+  return ceilLog2(ranks) * model.alpha + ((ranks - 1) / ranks) * bytes * model.beta;
+}
+
+/** Seconds for an allgather of `bytes` in even blocks as allgather.ts runs it: the cheaper of Bruck's and the ring. */
+function evenAllgatherCost(ranks: number, bytes: number, segmentBytes: number, model: CostModel): number {
+  const bruck = ceilLog2(ranks) * model.alpha + ((ranks - 1) / ranks) * bytes * model.beta;
+  return Math.min(bruck, ringCost(ranks, bytes, segmentBytes, ranks - 1, 0, model));
+}
+
+/**
+ * Seconds for scatter + allgather (scatter_allgather_broadcast.ts): the binomial scatter, then
+ * Bruck's allgather (or the ring where its stream hides its steps):
+ * 2·⌈log2 N⌉·α + 2(N-1)/N·M·β with Bruck's.
+ */
+export function scatterAllgatherBroadcastCost(ranks: number, bytes: number, segmentBytes: number, model: CostModel): number {
+  if (ranks < 2) return 0;
+  return treeScatterCost(ranks, bytes, model) + evenAllgatherCost(ranks, bytes, segmentBytes, model);
 }
 
 /**
  * From this many ranks on the engine chooses every collective by the cost model (with its
  * default α, β and γ unless given one): Bruck's allgather or the ring, recursive halving or the
- * ring for reduce-scatter, recursive doubling, the ring or Rabenseifner for allreduce. Below it
+ * ring for reduce-scatter, recursive doubling, the ring or Rabenseifner for allreduce, the tree,
+ * the chain or scatter + allgather for broadcast. Below it
  * the choices stay the fixed ones that were measured fastest on 2 to 4 ranks (the ring;
  * recursive doubling up to 64 KiB for allreduce), where a ring step costs more than the model's
  * α and the logarithmic algorithms save at most a step or two.

@@ -1,6 +1,6 @@
 /**
  * Tuning knobs shared by the algorithms. Every rank of a collective must pass the same
- * segmentBytes, treeMaxBytes, latencyMaxBytes and costModel: they decide the algorithm and the
+ * segmentBytes, treeMaxBytes, latencyMaxBytes, costModel and jobCostModel: they decide the algorithm and the
  * number and length of the messages, and a receiver refuses a message whose length it did not
  * expect.
  */
@@ -27,7 +27,7 @@ export interface AlgorithmOptions {
   pool?: BufferPool;
   /** Picks the reduce kernels (the seam for a WebAssembly SIMD implementation). */
   kernels?: KernelSelector;
-  /** Broadcasts of at most this many bytes use a binomial tree, larger ones a pipelined chain. Default segmentBytes. */
+  /** Below kCostChoiceMinRanks ranks, broadcasts of at most this many bytes use a binomial tree, larger ones a pipelined chain. Default segmentBytes. */
   treeMaxBytes?: number;
   /**
    * Allreduces of at most this many bytes use recursive doubling, larger ones the ring, on any
@@ -37,6 +37,12 @@ export interface AlgorithmOptions {
   latencyMaxBytes?: number;
   /** α, β and γ (seconds) of the cost model that picks the allreduce algorithm (cost_model.ts); unset ones keep their defaults. */
   costModel?: Partial<CostModel>;
+  /**
+   * The job's own α, β and γ (measured at start-up or configured: engine/cost_probe.ts) for the
+   * choices made by cost from kCostChoiceMinRanks ranks on. Unlike `costModel` it leaves the fixed
+   * choices below that rank count as they are; `costModel` wins where both are given.
+   */
+  jobCostModel?: Partial<CostModel>;
 }
 
 export interface ResolvedOptions {
@@ -89,6 +95,6 @@ export function resolveOptions(options: AlgorithmOptions = {}): ResolvedOptions 
           : undefined
         : integerAtLeast('latencyMaxBytes', options.latencyMaxBytes, 0, 0),
     latencyMaxBytesGiven: options.latencyMaxBytes !== undefined,
-    costModel: costModelOf(options.costModel),
+    costModel: costModelOf(options.costModel ?? options.jobCostModel),
   };
 }

@@ -256,9 +256,11 @@ export class TreeLayout {
 }
 
 /**
- * A stream of received pieces and a stream of sent pieces over one node's store, each in
- * ascending position; a piece is sent once everything up to its end has arrived. `arrived` is
- * how far the store is complete before any receive (Infinity when it starts full).
+ * A stream of received pieces and a stream of sent pieces over one node's store, both in
+ * ascending position (gather) or both in descending position (scatter, `descending`); a piece is
+ * sent once everything from the first received position to its far end has arrived. `arrived` is
+ * where the store is complete before any receive: below it when ascending (Infinity when it starts
+ * full), from it up when descending (-Infinity when it starts full).
  */
 export class RangePlan implements PipelinePlan {
   readonly sends: number;
@@ -276,14 +278,17 @@ export class RangePlan implements PipelinePlan {
     private readonly recvPieces: readonly Piece[],
     private readonly arrived: number,
     private readonly store: Store,
+    private readonly descending = false,
   ) {
     this.sends = sendPieces.length;
     this.recvs = recvPieces.length;
   }
 
   canSend(recvsDone: number): boolean {
-    const arrived = recvsDone === 0 ? this.arrived : this.recvPieces[recvsDone - 1].end;
-    return this.sendPieces[this.sent].end <= arrived;
+    const last = this.recvPieces[recvsDone - 1];
+    const next = this.sendPieces[this.sent];
+    if (this.descending) return next.start >= (last === undefined ? this.arrived : last.start);
+    return next.end <= (last === undefined ? this.arrived : last.end);
   }
 
   startSend(): Promise<void> {

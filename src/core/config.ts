@@ -19,6 +19,8 @@ import { placementFromEnv, storeAddressFromEnv } from './launcher_sources.js';
 import type { LogLevel } from './log_levels.js';
 import {
   type Backend,
+  type CostFigures,
+  type CostModelSetting,
   type ReadyExchange,
   resolveSettings,
   type SettingName,
@@ -106,6 +108,12 @@ export interface Config {
    * 'recursive-doubling', or 'auto' (by set size). Must be the same on every rank.
    */
   readonly readyExchange: ReadyExchange;
+  /**
+   * The α, β and γ (seconds per message, per byte sent, per byte reduced) of the choices made by
+   * cost from 8 ranks on (algorithms/cost_model.ts): 'measure' (α and β measured at start-up,
+   * engine/cost_probe.ts), 'off' (the built-in figures), or given figures (unset ones built in).
+   */
+  readonly costModel: CostModelSetting;
   /** Process sets defined from the start (ids 1, 2, ... in this order): ranks of the job, the same on every rank. */
   readonly processSets: readonly (readonly number[])[];
   /** The launcher variables rank and size came from, when not from RINGREDUCE_* or options (said at init). */
@@ -120,7 +128,7 @@ export interface Config {
   readonly dashboard: string | undefined;
 }
 
-export type { Backend, ReadyExchange } from './settings.js';
+export type { Backend, CostFigures, CostModelSetting, ReadyExchange } from './settings.js';
 
 const rankField = z.number().int().nonnegative();
 
@@ -209,6 +217,8 @@ export interface InitOptions {
   timeline?: string;
   /** How ready rounds exchange their bit-vectors: `'auto'` (default), `'all-to-all'` or `'recursive-doubling'`; the same on every rank (`RINGREDUCE_READY_EXCHANGE`). */
   readyExchange?: ReadyExchange;
+  /** α, β and γ of the choices by cost from 8 ranks on: `'measure'` (default: α and β measured at start-up), `'off'` (built-in figures) or `{ alpha, beta, gamma }` in seconds, unset ones built in; the same on every rank (`RINGREDUCE_COST_MODEL`). */
+  costModel?: 'measure' | 'off' | CostFigures;
   /** Process sets defined from the start, ids 1, 2, … in this order: ranks of the job, the same on every rank. */
   processSets?: number[][];
 }
@@ -230,7 +240,7 @@ export const kInitOptionNames: readonly string[] = Object.freeze(Object.keys(kOp
  * Compile-time check that Config (written out, for its docs) gives each setting of the table
  * the type the table resolves it to.
  */
-const kConfigMatchesSettings: Same<Pick<Config, SettingName>, SettingValues> = true;
+const kConfigMatchesSettings: { [K in SettingName]: Same<Config[K], SettingValues[K]> }[SettingName] = true;
 void kConfigMatchesSettings;
 
 /**

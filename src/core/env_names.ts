@@ -34,6 +34,7 @@ export const kEnv = {
   tls: 'RINGREDUCE_TLS',
   timeline: 'RINGREDUCE_TIMELINE',
   readyExchange: 'RINGREDUCE_READY_EXCHANGE',
+  costModel: 'RINGREDUCE_COST_MODEL',
   elasticWorker: 'RINGREDUCE_ELASTIC_WORKER',
   restartAttempt: 'RINGREDUCE_RESTART_ATTEMPT',
   dashboard: 'RINGREDUCE_DASHBOARD',

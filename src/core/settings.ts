@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { kEnv } from './env_names.js';
 import { type Env, envChoice, envFlag, envInt, envText } from './env_values.js';
+import { InvalidArgumentError } from './errors.js';
 import { kLogLevels } from './log_levels.js';
 import { kHierarchicalModes } from './types.js';
 
@@ -15,6 +16,14 @@ export const kBackends = ['tcp', 'mpi', 'auto', 'web'] as const;
 export type Backend = (typeof kBackends)[number];
 export const kReadyExchanges = ['auto', 'all-to-all', 'recursive-doubling'] as const;
 export type ReadyExchange = (typeof kReadyExchanges)[number];
+
+/** Given cost-model figures, in seconds. */
+export interface CostFigures {
+  alpha?: number;
+  beta?: number;
+  gamma?: number;
+}
+export type CostModelSetting = 'measure' | 'off' | Readonly<CostFigures>;
 
 interface Setting<T, S extends z.ZodType<NonNullable<T>>> {
   /** Its environment variable (docs/env.md). */
@@ -41,6 +50,35 @@ const nonNegative = () => z.number().int().nonnegative();
 /** A text setting that is unset by default. */
 const optionalText = (env: string) =>
   setting<string | undefined, z.ZodString>({ env, schema: z.string().min(1), read: envText, fallback: undefined });
+/** RINGREDUCE_COST_MODEL: `measure`, `off`, or figures such as `alpha=20e-6,beta=0.1e-9`. */
+function readCostModel(env: Env, name: string): CostModelSetting | undefined {
+  const text = env[name];
+  if (text === undefined || text === '') return undefined;
+  if (text === 'measure' || text === 'off') return text;
+  const figures: CostFigures = {};
+  for (const part of text.split(',')) {
+    const [figure, value, ...rest] = part.split('=').map((x) => x.trim());
+    const seconds = Number(value);
+    if (
+      (figure !== 'alpha' && figure !== 'beta' && figure !== 'gamma') ||
+      rest.length > 0 ||
+      value === '' ||
+      !(Number.isFinite(seconds) && seconds >= 0)
+    ) {
+      throw new InvalidArgumentError(
+        `${name} must be measure, off, or figures in seconds such as alpha=20e-6,beta=0.1e-9,gamma=0.3e-9; got ${JSON.stringify(text)}`,
+      );
+    }
+    figures[figure] = seconds;
+  }
+  return figures;
+}
+const kCostFiguresSchema = z.strictObject({
+  alpha: z.number().nonnegative().optional(),
+  beta: z.number().nonnegative().optional(),
+  gamma: z.number().nonnegative().optional(),
+});
+
 /** Horovod's spelling of on and off. */
 const kOnOff = { '1': 'on', '0': 'off' } as const;
 
@@ -90,13 +128,19 @@ export const kSettings = {
     read: oneOf(kReadyExchanges),
     fallback: 'auto',
   }),
+  costModel: setting<CostModelSetting, z.ZodUnion<[z.ZodEnum<{ measure: 'measure'; off: 'off' }>, typeof kCostFiguresSchema]>>({
+    env: kEnv.costModel,
+    schema: z.union([z.enum(['measure', 'off']), kCostFiguresSchema]),
+    read: readCostModel,
+    fallback: 'measure',
+  }),
 } as const;
 
 type Settings = typeof kSettings;
 export type SettingName = keyof Settings;
 /** Each setting's resolved value. */
 export type SettingValues = {
-  readonly [K in SettingName]: Settings[K]['fallback'] | NonNullable<ReturnType<Settings[K]['read']>>;
+  readonly [K in SettingName]: Settings[K] extends { read: (env: Env, name: string) => infer T | undefined } ? T : never;
 };
 
 /** init()'s fields for the settings: each optional, as its row's schema accepts it. */
@@ -110,7 +154,9 @@ export function settingsSchemaShape(): { [K in SettingName]: z.ZodOptional<Setti
 export function resolveSettings(options: { readonly [K in SettingName]?: unknown }, env: Env): SettingValues {
   const values: Record<string, unknown> = {};
   for (const [name, row] of Object.entries(kSettings) as [SettingName, Settings[SettingName]][]) {
-    values[name] = options[name] ?? row.read(env, row.env) ?? row.fallback;
+    const value = options[name] ?? row.read(env, row.env) ?? row.fallback;
+    // The config is frozen through: an object setting (the cost model's figures) is copied and frozen.
+    values[name] = typeof value === 'object' && value !== null ? Object.freeze({ ...value }) : value;
   }
   return values as SettingValues;
 }

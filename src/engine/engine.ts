@@ -12,6 +12,7 @@
  * the job goes on.
  */
 
+import type { CostModel } from '../algorithms/cost_model.js';
 import { hierarchyOf, uniformHostLayout } from '../algorithms/hierarchy.js';
 import { hubsOf } from '../algorithms/hubs.js';
 import { type KernelSelector, selectKernel } from '../algorithms/reduce.js';
@@ -63,6 +64,8 @@ export interface EngineOptions {
   hosts?: readonly number[];
   /** Which ranks run in a browser (topology.ts); unset: none does. */
   browsers?: readonly boolean[];
+  /** The job's α, β and γ for the choices by cost from 8 ranks on (cost_probe.ts); unset: the built-in ones. */
+  costModel?: Partial<CostModel>;
   /**
    * The Chrome trace of this rank's phases, opened by the thread's entry (openTimeline: a file,
    * so Node only); the engine closes it at shutdown. Unset: no trace.
@@ -99,6 +102,7 @@ export class Engine {
   private readonly hosts: readonly number[] | undefined;
   /** Which ranks run in a browser (topology.ts: exchanged at start-up): the leaves of the hub collectives. */
   private readonly browsers: readonly boolean[] | undefined;
+  private readonly costModel: Partial<CostModel> | undefined;
   /** Calls submitted and not yet settled, by id; while any are, the transport watches the peers. */
   private readonly unsettled = new Map<number, Unsettled>();
   /** rr.stats(): the counters this engine writes (stats.ts). */
@@ -112,7 +116,8 @@ export class Engine {
     private readonly logger: Logger,
     options: EngineOptions = {},
   ) {
-    const { burstGate, stats = new StatsWriter(), hosts, browsers, timeline, collect } = options;
+    const { burstGate, stats = new StatsWriter(), hosts, browsers, timeline, collect, costModel } = options;
+    this.costModel = costModel;
     this.burstGate = burstGate;
     this.hosts = hosts;
     this.browsers = browsers;
@@ -258,6 +263,7 @@ export class Engine {
         members: ranks,
         config: this.config,
         kernels: this.kernels,
+        ...(this.costModel && { costModel: this.costModel }),
         timeline: this.timeline,
         stats: this.stats,
         hierarchy: layout && hierarchyOf(view, layout),

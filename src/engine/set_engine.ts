@@ -47,6 +47,8 @@ export interface SetEngineSettings {
   members: readonly number[];
   config: Config;
   kernels: ExecutorSettings['kernels'];
+  /** The job's cost model (cost_probe.ts); unset: the built-in one. */
+  costModel?: ExecutorSettings['costModel'];
   timeline: Timeline | undefined;
   /** rr.stats()'s counters (stats.ts); unset: not counted. */
   stats?: StatsWriter;
@@ -114,6 +116,7 @@ export class SetEngine {
     this.cache = new ResponseCache(config.cacheCapacity);
     this.executor = new Executor(view, {
       kernels: settings.kernels,
+      ...(settings.costModel && { costModel: settings.costModel }),
       fusionThresholdBytes: config.fusionThresholdBytes,
       segmentBytes: config.segmentBytes,
       timeline: settings.timeline,

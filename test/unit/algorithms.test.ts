@@ -365,11 +365,13 @@ describe('broadcast', () => {
 
   it('chooses scatter + allgather for a large message on 8 ranks and more when the cost model says so', async () => {
     const world = createMemoryWorld(8, kFast).map((t) => new CountingTransport(t));
-    const source = new Float64Array(4099).map((_, i) => i * 1.5);
-    const bufs = world.map((t) => (t.rank === 3 ? source.slice() : new Float64Array(4099)));
-    await onEveryRank(world, (t, r) => broadcast(t, bufs[r] as TypedArray, 3, 0, { segmentBytes: 1024 }));
+    const length = (1 << 17) + 3;
+    const source = new Float64Array(length).map((_, i) => i * 1.5);
+    const bufs = world.map((t) => (t.rank === 3 ? source.slice() : new Float64Array(length)));
+    assert.equal(broadcastAlgorithm(8, length * 8, resolveOptions({ segmentBytes: 64 << 10 })), 'scatter_allgather');
+    await onEveryRank(world, (t, r) => broadcast(t, bufs[r] as TypedArray, 3, 0, { segmentBytes: 64 << 10 }));
     for (const buf of bufs) assert.ok(sameBytes(buf, source));
-    // Unlike the chain, whose last rank sends nothing, every rank forwards blocks in the ring.
+    // Unlike the tree and the chain, where leaves send nothing, every rank sends its block on.
     for (const t of world) assert.ok(t.bytesSent > 0, `rank ${t.rank} sent`);
     await Promise.all(world.map((t) => t.close()));
     const engine = resolveOptions({ segmentBytes: 4 << 20 });

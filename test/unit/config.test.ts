@@ -83,6 +83,24 @@ test('the ready exchange: auto by default, either mode from RINGREDUCE_READY_EXC
   assert.throws(() => resolveConfig({ readyExchange: 'tree' } as never, {}), /init option 'readyExchange'/);
 });
 
+test('the cost model: measured by default, off, or figures from RINGREDUCE_COST_MODEL or the option; anything else refused', () => {
+  assert.equal(resolveConfig({}, {}).costModel, 'measure');
+  assert.equal(resolveConfig({}, { RINGREDUCE_COST_MODEL: 'off' }).costModel, 'off');
+  assert.deepEqual(resolveConfig({}, { RINGREDUCE_COST_MODEL: 'alpha=20e-6, beta=1e-10' }).costModel, {
+    alpha: 20e-6,
+    beta: 1e-10,
+  });
+  assert.deepEqual(resolveConfig({ costModel: { gamma: 3e-10 } }, { RINGREDUCE_COST_MODEL: 'off' }).costModel, { gamma: 3e-10 });
+  for (const bad of ['on', 'alpha', 'alpha=-1', 'delta=1', 'beta=1=2', 'alpha=Infinity']) {
+    assert.throws(
+      () => resolveConfig({}, { RINGREDUCE_COST_MODEL: bad }),
+      /RINGREDUCE_COST_MODEL must be measure, off, or figures/,
+      bad,
+    );
+  }
+  assert.throws(() => resolveConfig({ costModel: { alpha: -1 } }, {}), /init option 'costModel/);
+});
+
 test("backend 'web' and the store URL: RINGREDUCE_STORE_URL or storeUrl (ws:// or wss://) instead of a store address", () => {
   const env = { RINGREDUCE_RANK: '1', RINGREDUCE_SIZE: '3', RINGREDUCE_BACKEND: 'web', RINGREDUCE_STORE_URL: 'wss://h:8/s?t=1' };
   const c = resolveConfig({}, env);

@@ -6,6 +6,7 @@
  * finished here too (`finishEager`), so every reduction goes through one place.
  */
 
+import type { CostModel } from '../../algorithms/cost_model.js';
 import type { Hierarchy } from '../../algorithms/hierarchy.js';
 import type { Hubs } from '../../algorithms/hubs.js';
 import type { AlgorithmOptions } from '../../algorithms/options.js';
@@ -29,6 +30,8 @@ export interface ExecutorSettings {
   fusionThresholdBytes: number;
   /** Bytes per message of the pipelined algorithms. */
   segmentBytes: number;
+  /** The job's α, β and γ for the choices by cost from 8 ranks on (cost_probe.ts); unset: the built-in ones. */
+  costModel?: Partial<CostModel>;
   timeline?: Timeline | undefined;
   /** The process set whose collectives this executor runs (tags.ts); default 0, the world. */
   processSet?: number;
@@ -87,7 +90,8 @@ export class Executor {
   private context(tag: number, name: string): ExecutionContext {
     const { timeline, segmentBytes } = this.settings;
     const kernels = timeline ? timedKernels(this.settings.kernels, timeline, name) : this.settings.kernels;
-    const options: AlgorithmOptions = { pool: this.pool, segmentBytes, kernels };
+    const jobCostModel = this.settings.costModel;
+    const options: AlgorithmOptions = { pool: this.pool, segmentBytes, kernels, ...(jobCostModel && { jobCostModel }) };
     return {
       transport: this.transport,
       tag,

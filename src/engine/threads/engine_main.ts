@@ -17,6 +17,7 @@ import { runSoon } from '../../core/soon.js';
 import type { Timeline } from '../../observability/timeline.js';
 import type { BackendFactory, TransportHandle } from '../../transport/backend.js';
 import type { BackendName } from '../../transport/backends.js';
+import { jobCostModel } from '../cost_probe.js';
 import { Engine } from '../engine.js';
 import type { Entry } from '../negotiation/tensor_queue.js';
 import { BurstGate } from '../ready/burst_gate.js';
@@ -186,9 +187,18 @@ export async function runEngine(host: EngineHost): Promise<void> {
   let backend: BackendName;
   let connection: TransportHandle;
   let topology: Topology;
+  let costModel: Awaited<ReturnType<typeof jobCostModel>>;
+  let probeMs = 0;
   try {
     ({ backend, connection } = await connect(host));
-    topology = await exchangeTopology(connection.transport, config, host.browser === true).catch(async (error) => {
+    const { transport } = connection;
+    [topology, costModel] = await (async () => {
+      const found = await exchangeTopology(transport, config, host.browser === true);
+      const started = performance.now();
+      const model = await jobCostModel(transport, config.costModel);
+      probeMs = performance.now() - started;
+      return [found, model] as const;
+    })().catch(async (error) => {
       await connection.close();
       throw error;
     });
@@ -244,6 +254,13 @@ export async function runEngine(host: EngineHost): Promise<void> {
   };
   const gate = config.burstHoldMs > 0 ? new BurstGate(signal, kSignalBurst, config.burstHoldMs, drainSubmissions) : undefined;
   const { hosts, browsers } = topology;
+  if (costModel !== undefined) {
+    const figures = Object.entries(costModel).map(
+      ([name, seconds]) => `${name} = ${((seconds as number) * 1e9).toPrecision(3)} ns`,
+    );
+    const how = config.costModel === 'measure' ? ` (rank 0's measurement, in ${probeMs.toFixed(1)} ms)` : '';
+    logger.info(`the choices by cost take ${figures.join(', ')}${how}`);
+  }
   if (hosts === undefined) logger.info("the launcher's placements do not say which host each rank is on: collectives run flat");
   const timeline = host.openTimeline?.(config, (message) => logger.warn(message));
   const engine = new Engine(config, connection.transport, (message) => settler.post(message), logger, {
@@ -251,6 +268,7 @@ export async function runEngine(host: EngineHost): Promise<void> {
     stats: new StatsWriter(stats),
     ...(hosts && { hosts }),
     ...(browsers.includes(true) && { browsers }),
+    ...(costModel && { costModel }),
     ...(timeline && { timeline }),
     ...(host.collect && { collect: host.collect }),
   });

@@ -28,3 +28,6 @@ export function peerTag(sequence: number): number {
  * and by then the exchange's messages are long matched (first-in first-out per peer and tag).
  */
 export const kStartupTag = collectiveTag(0, kCollectiveTagCount - 1);
+
+/** The start-up measurement of the cost model (cost_probe.ts), on the tag before kStartupTag's, for the same reason. */
+export const kCostProbeTag = collectiveTag(0, kCollectiveTagCount - 2);
