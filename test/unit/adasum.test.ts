@@ -11,45 +11,11 @@ import type { RingReduce } from '../../src/api/runtime.js';
 import { BufferPool } from '../../src/core/buffer_pool.js';
 import { InvalidArgumentError } from '../../src/core/errors.js';
 import { createMemoryWorld } from '../../src/transport/memory/memory_transport.js';
+import { adasumReference as reference } from '../helpers/adasum_reference.js';
 import { memoryEngineOf } from '../helpers/group_member.js';
 import { startMemoryWorld } from '../helpers/local_engine.js';
 import { onEveryRank } from './support/ranks.js';
 import { randomArray, sameBytes, seeded } from './support/typed_data.js';
-
-/**
- * The tree evaluated whole, in float64: at level d, the vector of ranks [g, g + d) meets that of
- * [g + d, g + 2d), each tensor (a run of `counts`) with its own coefficients.
- */
-function reference(inputs: readonly ArrayLike<number>[], counts: readonly number[]): Float64Array {
-  let vectors: Float64Array[] = inputs.map((v) => Float64Array.from(v));
-  while (vectors.length > 1) {
-    const next: Float64Array[] = [];
-    for (let g = 0; g < vectors.length; g += 2)
-      next.push(pair(vectors[g] as Float64Array, vectors[g + 1] as Float64Array, counts));
-    vectors = next;
-  }
-  return vectors[0] as Float64Array;
-}
-
-function pair(a: Float64Array, b: Float64Array, counts: readonly number[]): Float64Array {
-  const out = new Float64Array(a.length);
-  let start = 0;
-  for (const count of counts) {
-    let dot = 0;
-    let aa = 0;
-    let bb = 0;
-    for (let i = start; i < start + count; i++) {
-      dot += (a[i] as number) * (b[i] as number);
-      aa += (a[i] as number) ** 2;
-      bb += (b[i] as number) ** 2;
-    }
-    const ca = aa === 0 ? 1 : 1 - dot / (2 * aa);
-    const cb = bb === 0 ? 1 : 1 - dot / (2 * bb);
-    for (let i = start; i < start + count; i++) out[i] = ca * (a[i] as number) + cb * (b[i] as number);
-    start += count;
-  }
-  return out;
-}
 
 /** Runs adasum on every rank of a fresh memory world; returns each rank's buffer. */
 async function runAdasum(inputs: readonly (Float32Array | Float64Array)[], counts?: readonly number[]) {

@@ -3,6 +3,7 @@
  * (see case.ts for the format) and one line here; every backend then runs them (memory and tcp:
  * collectives.test.ts, MPI: test/multiprocess/fixtures/mpi_conformance_job.ts).
  */
+import { adasumCases } from './adasum.js';
 import { allgatherCases } from './allgather.js';
 import { allreduceCases } from './allreduce.js';
 import { alltoallCases } from './alltoall.js';
@@ -37,6 +38,7 @@ export const kCases: readonly ConformanceCase[] = [
   ...negotiationCases,
   ...setsAndJoinCases,
   ...compressionCases,
+  ...adasumCases,
   ...deadlineCases,
 ];
 
