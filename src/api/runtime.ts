@@ -5,7 +5,7 @@
  */
 import { platform } from '#platform';
 import { type Config, type InitOptions, resolveConfig } from '../core/config.js';
-import { InvalidArgumentError, RingReduceError } from '../core/errors.js';
+import { InvalidArgumentError, PeerFailureError, RingReduceError, TimeoutError } from '../core/errors.js';
 import type { ShapedTensor, SharedTypedArray, TensorLike } from '../core/types.js';
 import { kVersion } from '../core/version.js';
 import { type RankStats, readStats } from '../engine/reporting/stats.js';
@@ -170,8 +170,19 @@ export class RingReduce {
   async reform(): Promise<void> {
     if (!this.elastic) throw new InvalidArgumentError('reform() needs an elastic job (ringrun --elastic)');
     await this.engine.shutdown();
-    const config = await this.elastic.next();
-    this.engine = await EngineClient.start(config, platform);
+    let config: Config;
+    for (;;) {
+      config = await this.elastic.next();
+      try {
+        this.engine = await EngineClient.start(config, platform);
+        break;
+      } catch (error) {
+        // A member of this generation failed while it formed (its launcher saw it, or joins and a
+        // failure crossed): the launcher publishes the next generation without it. Waiting for
+        // that one has the start-up deadline, so this ends.
+        if (!(error instanceof PeerFailureError) && !(error instanceof TimeoutError)) throw error;
+      }
+    }
     this.current = config;
     this.calls.restart(this.engine, this.owner());
     this.sets.clear();
