@@ -106,6 +106,13 @@ export interface Config {
    * 'recursive-doubling', or 'auto' (by set size). Must be the same on every rank.
    */
   readonly readyExchange: ReadyExchange;
+  /**
+   * Tune the world's fusion threshold and burst hold during the first steps of the job, then keep
+   * the best (engine/tuning/); fusionThresholdBytes and burstHoldMs are where it starts.
+   */
+  readonly autotune: boolean;
+  /** With autotune: a CSV file that rank 0 appends a line per trial to (the settings tried, the score), or undefined. */
+  readonly autotuneLog: string | undefined;
   /** Process sets defined from the start (ids 1, 2, ... in this order): ranks of the job, the same on every rank. */
   readonly processSets: readonly (readonly number[])[];
   /** The launcher variables rank and size came from, when not from RINGREDUCE_* or options (said at init). */
@@ -209,6 +216,10 @@ export interface InitOptions {
   timeline?: string;
   /** How ready rounds exchange their bit-vectors: `'auto'` (default), `'all-to-all'` or `'recursive-doubling'`; the same on every rank (`RINGREDUCE_READY_EXCHANGE`). */
   readyExchange?: ReadyExchange;
+  /** Tune the fusion threshold and burst hold online during the first steps, then keep the best (default `false`; `RINGREDUCE_AUTOTUNE`). */
+  autotune?: boolean;
+  /** With autotune: rank 0 appends a CSV line per trial (settings tried, score) to this file (`RINGREDUCE_AUTOTUNE_LOG`). */
+  autotuneLog?: string;
   /** Process sets defined from the start, ids 1, 2, … in this order: ranks of the job, the same on every rank. */
   processSets?: number[][];
 }

@@ -34,6 +34,8 @@ export const kEnv = {
   tls: 'RINGREDUCE_TLS',
   timeline: 'RINGREDUCE_TIMELINE',
   readyExchange: 'RINGREDUCE_READY_EXCHANGE',
+  autotune: 'RINGREDUCE_AUTOTUNE',
+  autotuneLog: 'RINGREDUCE_AUTOTUNE_LOG',
   elasticWorker: 'RINGREDUCE_ELASTIC_WORKER',
   restartAttempt: 'RINGREDUCE_RESTART_ATTEMPT',
   dashboard: 'RINGREDUCE_DASHBOARD',

@@ -90,6 +90,8 @@ export const kSettings = {
     read: oneOf(kReadyExchanges),
     fallback: 'auto',
   }),
+  autotune: setting({ env: kEnv.autotune, schema: z.boolean(), read: envFlag, fallback: false }),
+  autotuneLog: optionalText(kEnv.autotuneLog),
 } as const;
 
 type Settings = typeof kSettings;
