@@ -71,13 +71,22 @@ describe('autotune on in-process ranks', () => {
       const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error', autotune: true }, testEnv());
       const logger = new Logger(`[rank ${rank}]`, config.logLevel);
       const log = rank === 0 ? openAutotuneLog(logPath, (message) => assert.fail(message)) : undefined;
-      const options = { autotune: { warmupCollectives: 6, sampleCollectives: 6, minSampleMs: 0, score, ...(log && { log }) } };
+      const options = {
+        autotune: {
+          startWarmupCollectives: 6,
+          warmupCollectives: 6,
+          sampleCollectives: 6,
+          minSampleMs: 0,
+          score,
+          ...(log && { log }),
+        },
+      };
       return RingReduce.withEngine(config, new CountedLocalEngine(config, transport, logger, options));
     });
     try {
-      // Six gradients of 1, 2 and 3 x 128 KiB a step (1.5 MiB): threshold 0 runs them one by one,
+      // Six gradients of 1, 2 and 3 x 96 KiB a step (1.125 MiB): threshold 0 runs them one by one,
       // 1 MiB in groups, 4 MiB and more as one; a rank planning with another threshold would disagree.
-      const elements = [1, 2, 3, 1, 2, 3].map((k) => (k * 128 * 1024) / 4);
+      const elements = [1, 2, 3, 1, 2, 3].map((k) => (k * 96 * 1024) / 4);
       let steps = 0;
       while (!ranks.every((rr) => rr.stats().autotune?.done) && steps < 200) {
         const results = await Promise.all(

@@ -25,6 +25,8 @@ export interface Window {
 export interface AutotuneOptions {
   /** Completions let pass after a change before the window opens (default 200). */
   warmupCollectives?: number;
+  /** Completions let pass at the start of the job before the first window (default 1000: code and caches are cold then). */
+  startWarmupCollectives?: number;
   /** Completions a window holds at least (default 500). */
   sampleCollectives?: number;
   /** Wall time a window spans at least (default 250 ms). */
@@ -53,6 +55,8 @@ export class Autotuner {
   private current: TunedSettings | undefined;
   private phase: Phase = 'warmup';
   private passed = 0;
+  /** Completions the current warm-up lets pass. */
+  private toPass: number;
   private window: Window & { startMs: number } = { collectives: 0, bytes: 0, ms: 0, startMs: 0 };
 
   constructor(
@@ -64,6 +68,7 @@ export class Autotuner {
     this.warmup = options.warmupCollectives ?? 200;
     this.sample = options.sampleCollectives ?? 500;
     this.minMs = options.minSampleMs ?? 250;
+    this.toPass = options.startWarmupCollectives ?? 1000;
     // The configured settings are in force already: the first trial needs no change.
     this.current = this.search.next();
     hooks.info(`autotune: trial 1: ${describe(start)}`);
@@ -73,7 +78,7 @@ export class Autotuner {
   completed(collectives: number, bytes: number): void {
     if (this.phase === 'warmup') {
       this.passed += collectives;
-      if (this.passed >= this.warmup) {
+      if (this.passed >= this.toPass) {
         this.phase = 'window';
         this.window = { collectives: 0, bytes: 0, ms: 0, startMs: performance.now() };
       }
@@ -95,6 +100,7 @@ export class Autotuner {
     }
     this.phase = 'warmup';
     this.passed = 0;
+    this.toPass = this.warmup;
   }
 
   private endTrial(): void {
