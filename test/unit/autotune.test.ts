@@ -65,7 +65,7 @@ describe('autotune on in-process ranks', () => {
   it('keeps fused allreduces correct while the settings change, and every rank ends with the best', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ringreduce-autotune-'));
     const logPath = join(dir, 'autotune.csv');
-    const size = 3;
+    const size = 2;
     const world = createMemoryWorld(size, { delivery: 'macrotask' });
     const ranks = world.map((transport, rank) => {
       const config = resolveConfig({ rank, size, storeAddress: '127.0.0.1:1', logLevel: 'error', autotune: true }, testEnv());
