@@ -28,23 +28,35 @@ const score = (s: TunedSettings) =>
     : 100 - 10 * Math.abs(Math.log2(s.fusionThresholdBytes / (4 * kMiB))) - Math.abs(s.burstHoldMs - 1);
 
 describe('GridSearch', () => {
-  it('visits every candidate, samples the best three again, and settles on the best', () => {
+  it('visits every candidate, then the best three in turn twice, and settles on the best of those', () => {
     const start = { fusionThresholdBytes: 16 * kMiB, burstHoldMs: 2 };
     const candidates = gridOf(start);
     assert.equal(candidates.length, kFusionThresholdGrid.length * kBurstHoldGrid.length);
     assert.deepEqual(candidates[0], start);
-    const search = new GridSearch(candidates, 3);
+    const search = new GridSearch(candidates, 3, 2);
     const tried: TunedSettings[] = [];
     for (let next = search.next(); next; next = search.next()) {
       tried.push(next);
       search.record(score(next));
     }
-    assert.equal(tried.length, candidates.length + 3);
+    assert.equal(tried.length, candidates.length + 6);
     const key = (s: TunedSettings) => `${s.fusionThresholdBytes}/${s.burstHoldMs}`;
     assert.deepEqual(new Set(tried.map(key)), new Set(candidates.map(key)));
-    assert.deepEqual(tried.slice(-3).map(key), [`${4 * kMiB}/1`, `${4 * kMiB}/0`, `${4 * kMiB}/2`]);
+    const finalists = [`${4 * kMiB}/1`, `${4 * kMiB}/0`, `${4 * kMiB}/2`];
+    assert.deepEqual(tried.slice(-6).map(key), [...finalists, ...finalists]);
     assert.deepEqual(search.best()?.settings, { fusionThresholdBytes: 4 * kMiB, burstHoldMs: 1 });
     assert.equal(search.trials, tried.length);
+  });
+
+  it('lets only the final decide: a candidate lucky in the screening loses to a better one in the final', () => {
+    const search = new GridSearch(gridOf({ fusionThresholdBytes: 16 * kMiB, burstHoldMs: 2 }), 3, 2);
+    const lucky = (s: TunedSettings) => s.fusionThresholdBytes === 0 && s.burstHoldMs === 5;
+    let screening = true;
+    for (let next = search.next(); next; next = search.next()) {
+      if (search.trials > kFusionThresholdGrid.length * kBurstHoldGrid.length) screening = false;
+      search.record(lucky(next) ? (screening ? 1000 : 1) : score(next));
+    }
+    assert.deepEqual(search.best(), { settings: { fusionThresholdBytes: 4 * kMiB, burstHoldMs: 1 }, score: 100, samples: 2 });
   });
 
   it('adds configured settings that are off the grid as the first candidate', () => {
@@ -104,7 +116,7 @@ describe('autotune on in-process ranks', () => {
         steps++;
       }
       const states = ranks.map((rr) => rr.stats().autotune);
-      const trials = kFusionThresholdGrid.length * kBurstHoldGrid.length + 3;
+      const trials = kFusionThresholdGrid.length * kBurstHoldGrid.length + 6;
       for (const state of states) {
         assert.deepEqual(state, {
           done: true,

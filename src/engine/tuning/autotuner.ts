@@ -31,8 +31,9 @@ export interface AutotuneOptions {
   sampleCollectives?: number;
   /** Wall time a window spans at least (default 250 ms). */
   minSampleMs?: number;
-  /** How many of the best the search samples again (default 3). */
-  confirm?: number;
+  /** How many of the screening's best go to the final (default 3), and its rounds (default 2): grid_search.ts. */
+  finalists?: number;
+  finalRounds?: number;
   /** A trial's score from its window; default bytes per second. Tests give a deterministic one. */
   score?: (settings: TunedSettings, window: Window) => number;
   /** Receives a CSV line per trial and one for the choice (observability/autotune_log.ts writes them to a file). */
@@ -64,7 +65,7 @@ export class Autotuner {
     private readonly options: AutotuneOptions,
     private readonly hooks: AutotunerHooks,
   ) {
-    this.search = new GridSearch(gridOf(start), options.confirm ?? 3);
+    this.search = new GridSearch(gridOf(start), options.finalists ?? 3, options.finalRounds ?? 2);
     this.warmup = options.warmupCollectives ?? 200;
     this.sample = options.sampleCollectives ?? 500;
     this.minMs = options.minSampleMs ?? 250;

@@ -1,69 +1,84 @@
 /**
- * Autotune's search: every candidate once, then the best few again, and the best mean wins.
+ * Autotune's search: every candidate once (screening), then the best few head to head, in turn,
+ * a few rounds (the final); the best mean of the final wins.
  *
  * Why a grid and not Horovod's Bayesian optimisation: 20 points of two small discrete axes are
- * cheap enough to visit, and the result does not depend on a model's priors. Why the second
- * pass: a trial's score is a wall-clock measurement on machines shared with other work; sampling
- * the leaders twice keeps one lucky window from deciding the job's settings.
+ * cheap enough to visit, and the result does not depend on a model's priors. Why the final:
+ * a trial's score is a wall-clock measurement on machines shared with other work, whose load
+ * drifts over the seconds the screening takes; the finalists' samples, taken in turn over a short
+ * span, meet the same load, and only they decide.
  */
 import type { TunedSettings } from './tuned_settings.js';
 
 export interface Scored {
   settings: TunedSettings;
-  /** Mean of its samples (bytes per second). */
+  /** Mean of the samples that decided (bytes per second). */
   score: number;
   samples: number;
 }
 
+interface Candidate {
+  settings: TunedSettings;
+  screened: number | undefined;
+  total: number;
+  samples: number;
+}
+
 export class GridSearch {
-  private readonly scored: { settings: TunedSettings; total: number; samples: number }[];
-  private readonly queue: number[];
-  private confirming = false;
+  private readonly candidates: Candidate[];
+  private readonly queue: Candidate[];
+  private final = false;
   /** Trials handed out so far. */
   trials = 0;
 
   constructor(
-    candidates: readonly TunedSettings[],
-    /** How many of the best are sampled a second time. */
-    private readonly confirm = 3,
+    settings: readonly TunedSettings[],
+    /** How many of the screening's best go to the final. */
+    private readonly finalists = 3,
+    /** Samples of each finalist in the final, taken in turn. */
+    private readonly rounds = 2,
   ) {
-    this.scored = candidates.map((settings) => ({ settings, total: 0, samples: 0 }));
-    this.queue = candidates.map((_, i) => i);
+    this.candidates = settings.map((s) => ({ settings: s, screened: undefined, total: 0, samples: 0 }));
+    this.queue = [...this.candidates];
   }
 
   /** The next candidate to try, or undefined once the search is over. */
   next(): TunedSettings | undefined {
-    if (this.queue.length === 0 && !this.confirming) {
-      this.confirming = true;
-      this.queue.push(
-        ...this.ranked()
-          .slice(0, this.confirm)
-          .map((s) => this.scored.indexOf(s)),
-      );
+    if (this.queue.length === 0 && !this.final) {
+      this.final = true;
+      const top = this.ranked((c) => c.screened).slice(0, this.finalists);
+      for (let r = 0; r < this.rounds; r++) this.queue.push(...top);
     }
-    const at = this.queue[0];
-    if (at === undefined) return undefined;
+    const next = this.queue[0];
+    if (next === undefined) return undefined;
     this.trials++;
-    return (this.scored[at] as { settings: TunedSettings }).settings;
+    return next.settings;
   }
 
   /** The score of the candidate next() returned last. */
   record(score: number): void {
-    const at = this.queue.shift();
-    if (at === undefined) return;
-    const entry = this.scored[at] as { total: number; samples: number };
-    entry.total += score;
-    entry.samples++;
+    const c = this.queue.shift();
+    if (c === undefined) return;
+    if (!this.final) c.screened = score;
+    else {
+      c.total += score;
+      c.samples++;
+    }
   }
 
-  /** The best mean so far (the first of equals), or undefined before any score. */
+  /** The best so far (the final's mean once it has samples, else the screening's; the first of equals), or undefined before any score. */
   best(): Scored | undefined {
-    const top = this.ranked()[0];
-    return top && { settings: top.settings, score: top.total / top.samples, samples: top.samples };
+    const finalMean = (c: Candidate) => (c.samples > 0 ? c.total / c.samples : undefined);
+    const inFinal = this.candidates.some((c) => c.samples > 0);
+    const top = this.ranked(inFinal ? finalMean : (c) => c.screened)[0];
+    if (!top) return undefined;
+    return inFinal
+      ? { settings: top.settings, score: top.total / top.samples, samples: top.samples }
+      : { settings: top.settings, score: top.screened as number, samples: 1 };
   }
 
-  private ranked() {
-    // A stable sort: among equal means, the earlier candidate (the configured settings first) wins.
-    return this.scored.filter((s) => s.samples > 0).sort((a, b) => b.total / b.samples - a.total / a.samples);
+  /** Candidates with a score by `score`, best first; a stable sort, so the earlier of equals leads. */
+  private ranked(score: (c: Candidate) => number | undefined): Candidate[] {
+    return this.candidates.filter((c) => score(c) !== undefined).sort((a, b) => (score(b) as number) - (score(a) as number));
   }
 }
