@@ -85,7 +85,7 @@ async function main(): Promise<number> {
       `autotune ${label(tuned).padEnd(28)} ${tuned.msPerStep.toFixed(3)} ms/step after ${tuned.stepsBefore} steps, ${tuned.trials} trials${tuned.ok ? '' : ' (CHECK FAILED)'}`,
     );
     console.log(
-      `# sweep's best: ${label(best)} ${best.msPerStep.toFixed(3)} ms/step; autotune ${((tuned.msPerStep / best.msPerStep - 1) * 100).toFixed(1)} % slower than it` +
+      `# sweep's best: ${label(best)} ${best.msPerStep.toFixed(3)} ms/step; autotune's choice ${Math.abs((tuned.msPerStep / best.msPerStep - 1) * 100).toFixed(1)} % ${tuned.msPerStep > best.msPerStep ? 'slower' : 'faster'}` +
         (fixedSame ? `; the sweep timed autotune's choice at ${fixedSame.msPerStep.toFixed(3)} ms/step` : ''),
     );
     return sweep.every((r) => r.ok) && tuned.ok ? 0 : 1;
