@@ -59,7 +59,7 @@ import { prepareReducescatter, type ReducescatterOptions } from './ops/reducesca
 import { prepareScatter, type ScatterOptions } from './ops/scatter.js';
 import { checkNewMembers, ProcessSet, parseSetRanks } from './process_set.js';
 
-export type { OpStats, RankStats, StatOp } from '../engine/reporting/stats.js';
+export type { AutotuneStats, OpStats, RankStats, StatOp } from '../engine/reporting/stats.js';
 export type { Result } from './call.js';
 export type { GroupedOptions } from './grouped_options.js';
 export type { AllgatherOptions } from './ops/allgather.js';

@@ -114,6 +114,13 @@ export interface Config {
    * engine/cost_probe.ts), 'off' (the built-in figures), or given figures (unset ones built in).
    */
   readonly costModel: CostModelSetting;
+  /**
+   * Tune the world's fusion threshold and burst hold during the first steps of the job, then keep
+   * the best (engine/tuning/); fusionThresholdBytes and burstHoldMs are where it starts.
+   */
+  readonly autotune: boolean;
+  /** With autotune: a CSV file that rank 0 appends a line per trial to (the settings tried, the score), or undefined. */
+  readonly autotuneLog: string | undefined;
   /** Process sets defined from the start (ids 1, 2, ... in this order): ranks of the job, the same on every rank. */
   readonly processSets: readonly (readonly number[])[];
   /** The launcher variables rank and size came from, when not from RINGREDUCE_* or options (said at init). */
@@ -219,6 +226,10 @@ export interface InitOptions {
   readyExchange?: ReadyExchange;
   /** α, β and γ of the choices by cost from 8 ranks on: `'measure'` (default: α and β measured at start-up), `'off'` (built-in figures) or `{ alpha, beta, gamma }` in seconds, unset ones built in; the same on every rank (`RINGREDUCE_COST_MODEL`). */
   costModel?: 'measure' | 'off' | CostFigures;
+  /** Tune the fusion threshold and burst hold online during the first steps, then keep the best (default `false`; `RINGREDUCE_AUTOTUNE`). */
+  autotune?: boolean;
+  /** With autotune: rank 0 appends a CSV line per trial (settings tried, score) to this file (`RINGREDUCE_AUTOTUNE_LOG`). */
+  autotuneLog?: string;
   /** Process sets defined from the start, ids 1, 2, … in this order: ranks of the job, the same on every rank. */
   processSets?: number[][];
 }

@@ -35,6 +35,8 @@ export const kEnv = {
   timeline: 'RINGREDUCE_TIMELINE',
   readyExchange: 'RINGREDUCE_READY_EXCHANGE',
   costModel: 'RINGREDUCE_COST_MODEL',
+  autotune: 'RINGREDUCE_AUTOTUNE',
+  autotuneLog: 'RINGREDUCE_AUTOTUNE_LOG',
   elasticWorker: 'RINGREDUCE_ELASTIC_WORKER',
   restartAttempt: 'RINGREDUCE_RESTART_ATTEMPT',
   dashboard: 'RINGREDUCE_DASHBOARD',

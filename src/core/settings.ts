@@ -134,6 +134,8 @@ export const kSettings = {
     read: readCostModel,
     fallback: 'measure',
   }),
+  autotune: setting({ env: kEnv.autotune, schema: z.boolean(), read: envFlag, fallback: false }),
+  autotuneLog: optionalText(kEnv.autotuneLog),
 } as const;
 
 type Settings = typeof kSettings;

@@ -39,6 +39,7 @@ import type { BurstGate } from './ready/burst_gate.js';
 import { StatsWriter } from './reporting/stats.js';
 import { SetEngine, type SetMessage } from './set_engine.js';
 import type { FromEngine, Submission } from './threads/worker_protocol.js';
+import type { AutotuneOptions } from './tuning/autotuner.js';
 import { decodeControl, encodeControl } from './wire/codec.js';
 import { CountingTransport } from './wire/counting_transport.js';
 import type { ControlMessage, Request } from './wire/messages.js';
@@ -73,6 +74,8 @@ export interface EngineOptions {
   timeline?: Timeline;
   /** This thread's garbage collector, for the reclaimer of fresh shared memory; unset: none is forced. */
   collect?: Collect;
+  /** With config.autotune: the log sink and, for tests, the trial sizes and a score (tuning/autotuner.ts). */
+  autotune?: AutotuneOptions;
 }
 
 /** Messages for a set this rank has not defined yet (a faster member's), held at most: a bound on a broken peer. */
@@ -98,6 +101,7 @@ export class Engine {
   /** Collects this thread's handles of fresh memory it is done with (see SharedMemoryReclaimer). */
   private readonly reclaimer: SharedMemoryReclaimer;
   private readonly burstGate: BurstGate | undefined;
+  private readonly autotune: AutotuneOptions | undefined;
   /** The host of every rank (topology.ts: exchanged at start-up); unset: not known, collectives run flat. */
   private readonly hosts: readonly number[] | undefined;
   /** Which ranks run in a browser (topology.ts: exchanged at start-up): the leaves of the hub collectives. */
@@ -116,8 +120,9 @@ export class Engine {
     private readonly logger: Logger,
     options: EngineOptions = {},
   ) {
-    const { burstGate, stats = new StatsWriter(), hosts, browsers, timeline, collect, costModel } = options;
+    const { burstGate, stats = new StatsWriter(), hosts, browsers, timeline, collect, costModel, autotune } = options;
     this.costModel = costModel;
+    this.autotune = config.autotune ? (autotune ?? {}) : undefined;
     this.burstGate = burstGate;
     this.hosts = hosts;
     this.browsers = browsers;
@@ -268,6 +273,8 @@ export class Engine {
         stats: this.stats,
         hierarchy: layout && hierarchyOf(view, layout),
         hubs,
+        // Only the world is tuned: its collectives are the job's steps.
+        ...(id === 0 && this.autotune && { autotune: this.autotune }),
       },
       view,
       {

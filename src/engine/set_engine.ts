@@ -32,6 +32,8 @@ import { exchangeModeFor } from './ready/ready_exchange_mode.js';
 import { ReadyPath } from './ready/ready_path.js';
 import type { StatsWriter } from './reporting/stats.js';
 import type { FromEngine } from './threads/worker_protocol.js';
+import { type AutotuneOptions, Autotuner } from './tuning/autotuner.js';
+import { describe, largestThreshold, type SettingsChange } from './tuning/tuned_settings.js';
 import type { ControlMessage, ExecuteResponse, Request, Response } from './wire/messages.js';
 
 /** Messages of one set on the wire: each carries the set's id. */
@@ -56,6 +58,8 @@ export interface SetEngineSettings {
   hierarchy?: Hierarchy | undefined;
   /** The set's hubs and their leaves, when it mixes browser ranks with Node ranks (algorithms/hubs.ts). */
   hubs?: Hubs | undefined;
+  /** The world only, with autotune on (tuning/): rank 0 searches, every member applies its changes. */
+  autotune?: AutotuneOptions;
 }
 
 /** An entry as the engine queues it: stamped with its submission time (performance.now()). */
@@ -102,22 +106,26 @@ export class SetEngine {
   private readonly timeline: Timeline | undefined;
   /** Some rank of the set has joined (ops/join.ts): no ready rounds until the join completes. */
   private joinMode = false;
+  /** Autotune's search: the world's rank 0 only. */
+  private readonly tuner: Autotuner | undefined;
 
   constructor(
     private readonly settings: SetEngineSettings,
     view: Transport,
     private readonly hooks: SetEngineHooks,
-    logger: Logger,
+    private readonly logger: Logger,
     /** Holds the report while the caller is still submitting (worker only; see burst_gate.ts). */
     private readonly burstGate?: BurstGate,
   ) {
-    const { config, rank, size } = settings;
+    const { config, rank, size, autotune } = settings;
+    const start = { fusionThresholdBytes: config.fusionThresholdBytes, burstHoldMs: config.burstHoldMs };
     this.timeline = settings.timeline;
     this.cache = new ResponseCache(config.cacheCapacity);
     this.executor = new Executor(view, {
       kernels: settings.kernels,
       ...(settings.costModel && { costModel: settings.costModel }),
-      fusionThresholdBytes: config.fusionThresholdBytes,
+      // The pool keeps the largest fused buffer autotune may ask for.
+      fusionThresholdBytes: autotune ? largestThreshold(start) : config.fusionThresholdBytes,
       segmentBytes: config.segmentBytes,
       timeline: settings.timeline,
       processSet: settings.id,
@@ -170,6 +178,16 @@ export class SetEngine {
         advance: () => this.advance(),
       },
     );
+    if (autotune) {
+      settings.stats?.autotune({ ...start, trial: 1, done: false, score: 0 });
+      if (this.rank0) {
+        const rank0 = this.rank0;
+        this.tuner = new Autotuner(start, autotune, {
+          publish: (change) => rank0.publishSettings(change),
+          info: (message) => logger.info(message),
+        });
+      }
+    }
   }
 
   get id(): number {
@@ -363,13 +381,15 @@ export class SetEngine {
       }
       responses.push(response);
     }
-    this.decisions.push({ afterRounds: message.afterRounds, evict: message.evict, responses });
+    const change = message.settings && { settings: message.settings };
+    this.decisions.push({ afterRounds: message.afterRounds, evict: message.evict, responses, ...change });
     this.advance();
   }
 
   /** Runs one batch of rank 0's decisions, at its agreed place (see rank0_decisions.ts). */
   private runDecision(decision: Decision): void {
     this.decisionsRun++;
+    if (decision.settings) this.retune(decision.settings);
     const resend: Request[] = [];
     for (const id of decision.evict) {
       const request = this.cache.request(id);
@@ -386,6 +406,21 @@ export class SetEngine {
       this.schedule(r);
     }
     if (resend.length > 0) this.sendToCoordinator(resend);
+  }
+
+  /**
+   * Autotune's change, at its place in the agreed order: rounds closed from here on plan fusion
+   * with the new threshold on every member alike (rank 0's own decisions carry their plan).
+   */
+  private retune(change: SettingsChange): void {
+    this.ready.fusionThresholdBytes = change.fusionThresholdBytes;
+    if (this.rank0) this.rank0.fusionThresholdBytes = change.fusionThresholdBytes;
+    // The hold only shapes when this rank reports, never what runs: it needs no agreement, but
+    // switching here keeps every rank's trial the same.
+    if (this.burstGate) this.burstGate.maxHoldMs = change.burstHoldMs;
+    this.settings.stats?.autotune(change);
+    this.tuner?.applied(change);
+    if (change.done && !this.tuner) this.logger.debug(`autotune: done: ${describe(change)}`);
   }
 
   private schedule(response: Response): void {
@@ -474,6 +509,11 @@ export class SetEngine {
       const started = performance.now();
       const results = await this.executor.execute(response, entries);
       this.settings.stats?.executed(entries.length - standIns.size, performance.now() - started);
+      if (this.tuner) {
+        let bytes = 0;
+        for (const entry of entries) if (!standIns.has(entry)) bytes += entry.buffer?.byteLength ?? 0;
+        this.tuner.completed(entries.length - standIns.size, bytes);
+      }
       for (const [i, entry] of entries.entries()) {
         if (standIns.has(entry)) continue;
         this.hooks.post({ type: 'done', id: entry.id, ...results[i] });

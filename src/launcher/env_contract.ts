@@ -119,6 +119,7 @@ const kJobWideVariables = [
   kEnv.hierarchicalAllgather,
   kEnv.burstHoldMs,
   kEnv.readyExchange,
+  kEnv.autotune,
 ] as const;
 
 /** The job-wide settings set in `env` (ringrun's environment), for a rank that does not inherit it. */

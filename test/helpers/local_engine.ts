@@ -13,7 +13,7 @@ import { RingReduce } from '../../src/api/runtime.js';
 import { type Config, type InitOptions, resolveConfig } from '../../src/core/config.js';
 import { fromErrorRecord, RingReduceError } from '../../src/core/errors.js';
 import { Logger } from '../../src/core/logger.js';
-import { Engine } from '../../src/engine/engine.js';
+import { Engine, type EngineOptions } from '../../src/engine/engine.js';
 import type { FromEngine } from '../../src/engine/threads/worker_protocol.js';
 import { createMemoryWorld, type MemoryWorld, type MemoryWorldOptions } from '../../src/transport/memory/memory_transport.js';
 import type { Transport } from '../../src/transport/transport.js';
@@ -35,8 +35,9 @@ export class LocalEngine implements EngineLink {
     private readonly config: Config,
     transport: Transport,
     logger: Logger = new Logger(`[rank ${config.rank}]`, config.logLevel),
+    options: EngineOptions = {},
   ) {
-    this.engine = new Engine(config, transport, (message) => this.dispatch(message), logger);
+    this.engine = new Engine(config, transport, (message) => this.dispatch(message), logger, options);
   }
 
   submit(call: Call): Promise<Completion> {

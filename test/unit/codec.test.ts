@@ -49,6 +49,13 @@ const samples: ControlMessage[] = [
     ],
   },
   { type: 'responses', afterRounds: 0, evict: [], responses: [] },
+  {
+    type: 'responses',
+    afterRounds: 3,
+    evict: [],
+    responses: [],
+    settings: { fusionThresholdBytes: 4194304, burstHoldMs: 1, trial: 23, done: true, score: 1.5e8 },
+  },
   { type: 'responses', set: 1023, afterRounds: 2, evict: [], responses: [{ kind: 'cached', ids: [1] }] },
   { type: 'ready', set: 5, round: 0, ids: [], eager: [] },
   {

@@ -11,6 +11,7 @@
  */
 import type { Logger } from '../../core/logger.js';
 import { planFusion } from '../execution/fusion.js';
+import type { SettingsChange } from '../tuning/tuned_settings.js';
 import type { ControlMessage, Request, Response, WireResponse } from '../wire/messages.js';
 import { Coordinator } from './coordinator.js';
 import type { ResponseCache } from './response_cache.js';
@@ -21,6 +22,8 @@ export interface Decision {
   afterRounds: number;
   evict: number[];
   responses: Response[];
+  /** Autotune's change, applied before the responses (tuning/). */
+  settings?: SettingsChange;
 }
 
 export interface Rank0Settings {
@@ -43,7 +46,10 @@ export interface Rank0Hooks {
 
 export class Rank0Decisions {
   private readonly coordinator: Coordinator;
-  private readonly undecided: { responses: Response[]; evict: number[] } = { responses: [], evict: [] };
+  private readonly undecided: { responses: Response[]; evict: number[]; settings?: SettingsChange } = {
+    responses: [],
+    evict: [],
+  };
   /** Settles when the last published message has been handed to the OS on every link. */
   lastPublish: Promise<unknown> = Promise.resolve();
   /** Decision messages published so far (ready rounds by recursive doubling carry the count). */
@@ -92,6 +98,17 @@ export class Rank0Decisions {
     this.publish();
   }
 
+  /** Autotune's change (world only): published with the next batch, so every rank applies it at the batch's place. */
+  publishSettings(change: SettingsChange): void {
+    this.undecided.settings = change;
+    this.publish();
+  }
+
+  /** The threshold that plans the fusion of what rank 0 decides from now on (autotune changes it). */
+  set fusionThresholdBytes(bytes: number) {
+    this.settings.fusionThresholdBytes = bytes;
+  }
+
   onShutdown(rank: number): void {
     this.coordinator.onShutdown(rank);
   }
@@ -107,10 +124,11 @@ export class Rank0Decisions {
   }
 
   private publish(): void {
-    const { responses, evict } = this.undecided;
-    if (responses.length === 0 && evict.length === 0) return;
+    const { responses, evict, settings } = this.undecided;
+    if (responses.length === 0 && evict.length === 0 && !settings) return;
     this.undecided.responses = [];
     this.undecided.evict = [];
+    delete this.undecided.settings;
     const rounds = this.hooks.rounds();
     const afterRounds = rounds.closed + (rounds.contributedToOpenRound ? 1 : 0);
     const wire: WireResponse[] = responses.map((r) => {
@@ -118,7 +136,8 @@ export class Rank0Decisions {
       return ids ? { kind: 'cached' as const, ids } : r;
     });
     this.published++;
-    this.lastPublish = this.hooks.broadcast({ type: 'responses', afterRounds, evict, responses: wire });
-    this.hooks.decided({ afterRounds, evict, responses });
+    const change = settings && { settings };
+    this.lastPublish = this.hooks.broadcast({ type: 'responses', afterRounds, evict, responses: wire, ...change });
+    this.hooks.decided({ afterRounds, evict, responses, ...change });
   }
 }

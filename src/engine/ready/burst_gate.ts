@@ -30,7 +30,8 @@ export class BurstGate {
     /** Shared with the caller's thread: `signal[index]` is 1 while the caller is inside a burst. */
     private readonly signal: Int32Array,
     private readonly index: number,
-    private readonly maxHoldMs: number,
+    /** Autotune changes it as the job runs (0: no hold). */
+    public maxHoldMs: number,
     /** Takes in, synchronously, whatever the caller posted before lowering the flag. */
     private readonly drain: () => void,
   ) {}

@@ -101,6 +101,14 @@ export class ReadyPath {
     return this.rounds.contributedToOpenRound;
   }
 
+  /**
+   * The threshold that plans the fusion of the rounds closed from now on. Autotune changes it
+   * at one place of the agreed order, the same on every member, so all plan alike.
+   */
+  set fusionThresholdBytes(bytes: number) {
+    this.settings.fusionThresholdBytes = bytes;
+  }
+
   /** A submission the cache knows under `id` is ready on this rank. */
   add(id: number): void {
     this.rounds.add(id);

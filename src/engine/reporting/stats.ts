@@ -42,6 +42,12 @@ const kGlobalSlots = [
   'crossHostReceivedBytes',
   'controlSentMessages',
   'controlReceivedMessages',
+  'autotune',
+  'autotuneDone',
+  'autotuneTrials',
+  'autotuneFusionThresholdBytes',
+  'autotuneBurstHoldMs',
+  'autotuneScore',
 ] as const;
 type GlobalSlot = (typeof kGlobalSlots)[number];
 
@@ -69,6 +75,18 @@ export interface OpStats {
   failed: number;
   /** Bytes of this rank's tensors in the completed calls (its input; a recv's message). */
   bytes: number;
+}
+
+/** Where autotune stands on this rank (engine/tuning/; docs/performance.md, "Autotune"). */
+export interface AutotuneStats {
+  /** The search has ended: `settings` are its choice, kept for the rest of the job. */
+  done: boolean;
+  /** Trials begun so far (all of them once done). */
+  trials: number;
+  /** The settings in force on this rank (the world's; every rank switches at the same place). */
+  settings: { fusionThresholdBytes: number; burstHoldMs: number };
+  /** Once done: the choice's score, bytes completed per second as rank 0 measured it; 0 before. */
+  score: number;
 }
 
 /** One rank's counters since init (rr.stats()). Times in milliseconds, sizes in bytes. */
@@ -119,6 +137,8 @@ export interface RankStats {
   /** Control-plane messages sent and received (ready rounds: see docs/performance.md for their count per step). */
   controlSentMessages: number;
   controlReceivedMessages: number;
+  /** With autotune on (RINGREDUCE_AUTOTUNE): its state; otherwise undefined. */
+  autotune: AutotuneStats | undefined;
 }
 
 /** The engine's side: the only writer of a rank's counters. */
@@ -185,6 +205,19 @@ export class StatsWriter {
     this.f[kSlot.executions]++;
     this.f[kSlot.executed] += collectives;
     this.f[kSlot.executionMs] += ms;
+    this.end();
+  }
+
+  /** Autotune's settings in force on this rank and where its search stands. */
+  autotune(state: { fusionThresholdBytes: number; burstHoldMs: number; trial: number; done: boolean; score: number }): void {
+    const f = this.f;
+    this.begin();
+    f[kSlot.autotune] = 1;
+    f[kSlot.autotuneDone] = state.done ? 1 : 0;
+    f[kSlot.autotuneTrials] = state.trial;
+    f[kSlot.autotuneFusionThresholdBytes] = state.fusionThresholdBytes;
+    f[kSlot.autotuneBurstHoldMs] = state.burstHoldMs;
+    f[kSlot.autotuneScore] = state.score;
     this.end();
   }
 
@@ -261,5 +294,14 @@ export function readStats(buffer: SharedArrayBuffer): RankStats {
     crossHostReceivedBytes: g('crossHostReceivedBytes'),
     controlSentMessages: g('controlSentMessages'),
     controlReceivedMessages: g('controlReceivedMessages'),
+    autotune:
+      g('autotune') === 1
+        ? {
+            done: g('autotuneDone') === 1,
+            trials: g('autotuneTrials'),
+            settings: { fusionThresholdBytes: g('autotuneFusionThresholdBytes'), burstHoldMs: g('autotuneBurstHoldMs') },
+            score: g('autotuneScore'),
+          }
+        : undefined,
   };
 }

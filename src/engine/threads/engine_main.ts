@@ -72,6 +72,8 @@ export interface EngineHost {
   close(): void;
   /** The trace of this rank's phases, when the configuration asks for one and the host can write it. */
   openTimeline?(config: Config, warn: (message: string) => void): Timeline | undefined;
+  /** Autotune's CSV log (observability/autotune_log.ts), when the host can write files. */
+  openAutotuneLog?(path: string, warn: (message: string) => void): (line: string) => void;
   /** This thread's garbage collector (SharedMemoryReclaimer); unset: none is forced. */
   readonly collect?: Collect;
   readonly observer?: EngineObserver;
@@ -252,7 +254,11 @@ export async function runEngine(host: EngineHost): Promise<void> {
     }
     rings.takeSubmissions(takeRingCall);
   };
-  const gate = config.burstHoldMs > 0 ? new BurstGate(signal, kSignalBurst, config.burstHoldMs, drainSubmissions) : undefined;
+  // With autotune the gate exists even at a hold of 0: the search may raise it.
+  const gate =
+    config.burstHoldMs > 0 || config.autotune
+      ? new BurstGate(signal, kSignalBurst, config.burstHoldMs, drainSubmissions)
+      : undefined;
   const { hosts, browsers } = topology;
   if (costModel !== undefined) {
     const figures = Object.entries(costModel).map(
@@ -263,6 +269,10 @@ export async function runEngine(host: EngineHost): Promise<void> {
   }
   if (hosts === undefined) logger.info("the launcher's placements do not say which host each rank is on: collectives run flat");
   const timeline = host.openTimeline?.(config, (message) => logger.warn(message));
+  const autotuneLog = config.autotune && config.autotuneLog !== undefined && config.rank === 0 ? config.autotuneLog : undefined;
+  if (autotuneLog !== undefined && !host.openAutotuneLog)
+    logger.warn('RINGREDUCE_AUTOTUNE_LOG is ignored: this host cannot write files');
+  const log = autotuneLog !== undefined ? host.openAutotuneLog?.(autotuneLog, (message) => logger.warn(message)) : undefined;
   const engine = new Engine(config, connection.transport, (message) => settler.post(message), logger, {
     ...(gate && { burstGate: gate }),
     stats: new StatsWriter(stats),
@@ -270,6 +280,7 @@ export async function runEngine(host: EngineHost): Promise<void> {
     ...(browsers.includes(true) && { browsers }),
     ...(costModel && { costModel }),
     ...(timeline && { timeline }),
+    ...(config.autotune && { autotune: log ? { log } : {} }),
     ...(host.collect && { collect: host.collect }),
   });
   observer?.started?.(engine);

@@ -10,6 +10,7 @@ import { resolve } from 'node:path';
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { Logger } from '../../core/logger.js';
 import { v8Collector } from '../../core/v8_collector.js';
+import { openAutotuneLog } from '../../observability/autotune_log.js';
 import { dashboardTarget } from '../../observability/dashboard_target.js';
 import { openTimeline, timelinePathFor } from '../../observability/timeline.js';
 import { chooseBackend, kBackends } from '../../transport/backends.js';
@@ -56,6 +57,7 @@ void runEngine({
   post: (batch) => port.postMessage(batch),
   close: () => port.close(),
   openTimeline,
+  openAutotuneLog,
   collect: v8Collector(),
   ...(reporting && { observer: reporting.observer }),
 });

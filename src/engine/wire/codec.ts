@@ -2,7 +2,8 @@
  * Binary codec of the control messages (see messages.ts).
  *
  * Layout: one byte of message type, then the body. A response starts with its kind (0 execute,
- * 1 error, 2 a list of u32 cache ids, 3 the ranks that have joined); a ready report is its round and a bit-vector of cache ids
+ * 1 error, 2 a list of u32 cache ids, 3 the ranks that have joined); a response list ends with a
+ * flag byte and, when it is 1, autotune's settings change; a ready report is its round and a bit-vector of cache ids
  * (bit i of byte i >> 3 is id i), so a hundred ready tensors cost 13 bytes, then the eager
  * buffers (id and bytes); a ready step (ready_doubling.ts) is its round, step, urgent flag and
  * bit-vector and rank 0's decision count, then the contributions it carries (rank and bit-vector) and the eager buffers
@@ -147,6 +148,15 @@ export function encodeControl(message: ControlMessage): Uint8Array {
     for (const id of message.evict) w.u32(id);
     w.u32(message.responses.length);
     for (const r of message.responses) writeResponse(w, r);
+    const change = message.settings;
+    w.u8(change ? 1 : 0);
+    if (change) {
+      w.f64(change.fusionThresholdBytes);
+      w.f64(change.burstHoldMs);
+      w.u32(change.trial);
+      w.u8(change.done ? 1 : 0);
+      w.f64(change.score);
+    }
   } else if (message.type === 'p2p-offer') {
     w.u32(message.tag);
     w.u32(message.sequence);
@@ -207,6 +217,15 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     const responses: WireResponse[] = [];
     for (let i = 0; i < n; i++) responses.push(readResponse(r));
     message = { type, afterRounds, evict, responses };
+    if (r.u8('settings flag') === 1) {
+      message.settings = {
+        fusionThresholdBytes: r.dim('fusion threshold'),
+        burstHoldMs: r.dim('burst hold'),
+        trial: r.u32('trial'),
+        done: r.u8('done flag') === 1,
+        score: r.f64('score'),
+      };
+    }
   } else if (type === 'p2p-offer') {
     const tag = r.u32('tag');
     const sequence = r.u32('sequence');

@@ -10,6 +10,7 @@ import type { ErrorClassName } from '../../core/errors.js';
 import type { WireDType } from '../../core/types.js';
 import type { Agreement } from '../ops/op_spec.js';
 import type { Request } from '../ops/registry.js';
+import type { SettingsChange } from '../tuning/tuned_settings.js';
 
 export type { CollectiveOp } from '../../core/collective_ops.js';
 export type { Request } from '../ops/registry.js';
@@ -62,9 +63,17 @@ export type ControlMessage =
   /**
    * Rank 0's decisions, to every rank. They run once the receiving rank has closed
    * `afterRounds` ready rounds (ready_rounds.ts), which puts them at the same place among the
-   * cached collectives on every rank. `evict`: cache ids that leave the cache first.
+   * cached collectives on every rank. `evict`: cache ids that leave the cache first. `settings`:
+   * autotune's change (tuning/), which every rank applies at that same place, before the responses.
    */
-  | { type: 'responses'; set?: number; afterRounds: number; evict: number[]; responses: WireResponse[] }
+  | {
+      type: 'responses';
+      set?: number;
+      afterRounds: number;
+      evict: number[];
+      responses: WireResponse[];
+      settings?: SettingsChange;
+    }
   /**
    * A rank's contribution to a ready round: the cache ids it has ready, and the buffers of the
    * small allreduces among them that it reports for the first time (eager_exchange.ts).
