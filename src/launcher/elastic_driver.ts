@@ -35,7 +35,7 @@ import { JobKey } from '../rendezvous/auth.js';
 import { brokenKey, type Generation, leftKey, type Member, publishGeneration, readyKey } from '../rendezvous/generations.js';
 import { TcpStoreClient, TcpStoreServer } from '../rendezvous/tcp_store.js';
 import { ElasticHosts, kThisHost, parseDiscovered } from './elastic_hosts.js';
-import { type StorePlace, spawnWorker, storePlace } from './elastic_workers.js';
+import { type StorePlace, spawnWorker, stopWorkers, storePlace } from './elastic_workers.js';
 import { formatHostPort, kLocalAddress, newJobId, newSecret, settingsEnv } from './env_contract.js';
 import { describeExit, signalExitCode } from './failure_report.js';
 import type { HostSlots } from './hosts.js';
@@ -59,8 +59,6 @@ const kDefaultIoTimeoutMs = 30_000;
 const kSettlePollMs = 10;
 /** A generation's break is watched with gets this long, asked again until the generation is over. */
 const kWatchMs = 86_400_000;
-/** At the end, how long stopped workers get to exit before they are killed (a remote one's session relays the stop). */
-const kStopGraceMs = 3000;
 
 interface Worker {
   member: Member;
@@ -617,17 +615,9 @@ class ElasticDriver {
     this.outcome?.(code);
   }
 
-  /** Every worker still there: SIGTERM (a remote one's session stops it), then SIGKILL after kStopGraceMs. */
-  private async stopAll(): Promise<void> {
-    const left = [...this.workers.values()];
-    for (const worker of left) worker.process.stop('SIGTERM');
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(left.map((w) => w.process.exited)),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, kStopGraceMs))),
-    ]);
-    clearTimeout(timer);
-    for (const worker of left) if (!worker.process.hasExited) worker.process.stop('SIGKILL');
+  /** Every worker still there: SIGTERM, then SIGKILL after a grace period (elastic_workers.ts). */
+  private stopAll(): Promise<void> {
+    return stopWorkers([...this.workers.values()].map((worker) => worker.process));
   }
 }
 

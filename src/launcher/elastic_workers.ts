@@ -11,6 +11,7 @@ import { allocatorEnv, kLocalAddress, settingsEnv } from './env_contract.js';
 import type { HostSlots } from './hosts.js';
 import type { LaunchConfig, RunIo } from './launch_config.js';
 import { RankProcess } from './rank_process.js';
+import type { RankRunner } from './rank_runner.js';
 import { remoteScript, sshArgv } from './remote_shell.js';
 import { reachableHere, ringreduceEnv } from './run_job.js';
 
@@ -94,4 +95,19 @@ export function spawnWorker(launch: WorkerLaunch, number: number, id: string, ho
     tailLines: 10,
     remote: { host, marker: launch.marker, stdin: remoteScript(launch.marker, env, io.cwd, config.command, config.args) },
   });
+}
+
+/** How long stopped workers get to exit before they are killed. */
+const kStopGraceMs = 3000;
+
+/** Stops `workers`: SIGTERM (a remote one's session stops it), then SIGKILL to those left after kStopGraceMs. */
+export async function stopWorkers(workers: readonly RankRunner[]): Promise<void> {
+  for (const worker of workers) worker.stop('SIGTERM');
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.all(workers.map((w) => w.exited)),
+    new Promise<void>((resolve) => (timer = setTimeout(resolve, kStopGraceMs))),
+  ]);
+  clearTimeout(timer);
+  for (const worker of workers) if (!worker.hasExited) worker.stop('SIGKILL');
 }

@@ -14,15 +14,13 @@ import { hostname } from 'node:os';
 import { TimeoutError } from '../../core/errors.js';
 import type { TcpStoreClient } from '../../rendezvous/tcp_store.js';
 import { kThisHost } from '../elastic_hosts.js';
-import { spawnWorker, type WorkerLaunch } from '../elastic_workers.js';
+import { spawnWorker, stopWorkers, type WorkerLaunch } from '../elastic_workers.js';
 import { describeExit } from '../failure_report.js';
 import type { RankExit, RankRunner } from '../rank_runner.js';
 import { decode, encode, type JobEnd, type NodeRecord, peek, type RdzvConfig, type RdzvKeys, workerId } from './keys.js';
 
 /** A get waits at most this long per request, asked again while the agent runs. */
 const kWatchMs = 3_600_000;
-/** At the end, how long stopped workers get to exit before they are killed. */
-const kStopGraceMs = 3000;
 
 export interface AgentOptions {
   client: TcpStoreClient;
@@ -192,17 +190,9 @@ export class NodeAgent {
     return this.workers.filter((w) => w.exit === undefined);
   }
 
-  /** SIGTERM, then SIGKILL after kStopGraceMs. */
-  private async stopWorkers(): Promise<void> {
-    const left = this.running();
-    for (const worker of left) worker.process.stop('SIGTERM');
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(left.map((w) => w.process.exited)),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, kStopGraceMs))),
-    ]);
-    clearTimeout(timer);
-    for (const worker of left) if (!worker.process.hasExited) worker.process.stop('SIGKILL');
+  /** SIGTERM, then SIGKILL after a grace period (elastic_workers.ts). */
+  private stopWorkers(): Promise<void> {
+    return stopWorkers(this.running().map((worker) => worker.process));
   }
 }
 
