@@ -6,7 +6,8 @@
 #   REPS=1 RANKS="2" SIZES="4 1024 16384" bash bench/compare_peers.sh
 #
 # Needs the peers installed (see bench/peers/README.md). Prints one markdown table of mean
-# time per call (best of the repetitions) and ringreduce's ratio to the best peer, for the API's
+# time per call (best of the repetitions), the 2-rank floors of a small call
+# (bench/thread_hop_floor.ts) and ringreduce's ratio to the best peer and to Gloo, for the API's
 # default (input copied) and in place (`out` = the tensor, as torch.distributed); raw results
 # stay in $OUT. Figures only compare within one run: the absolute numbers move with the load.
 set -euo pipefail
@@ -21,6 +22,10 @@ mkdir -p "$OUT"
 RR_SIZES=$(echo $SIZES | tr ' ' ',')
 for rep in $(seq 1 "$REPS"); do
   OUT="$OUT/peers.rep$rep" REPS=1 SIZES="$SIZES" bash "$PEERS/run-peers.sh" mpi-allreduce gloo > "$OUT/peers.rep$rep.md" 2> "$OUT/peers.rep$rep.log" || true
+  # The floors of a small call on 2 ranks (bench/thread_hop_floor.ts): the thread hand-offs of
+  # ringreduce's design, and those of a design whose caller thread owns the socket.
+  node "$ROOT/dist/bench/thread_hop_floor.js" 3000 --json "$OUT/floor-engine-thread.rep$rep.json" >&2 || echo "floor failed" >&2
+  node "$ROOT/dist/bench/thread_hop_floor.js" 3000 --caller-only --json "$OUT/floor-caller-only.rep$rep.json" >&2 || echo "floor failed" >&2
   for np in $RANKS; do
     echo "[$(date +%H:%M:%S)] ringreduce np$np rep$rep" >&2
     node "$ROOT/dist/bench/main.js" --op allreduce --sizes "$RR_SIZES" --ranks "$np" \

@@ -1,7 +1,9 @@
 /**
  * Reads a compare_peers.sh output directory and prints the side-by-side table: mean time per
  * call for OpenMPI (shm, TCP), Gloo and ringreduce, per rank count, and ringreduce's time
- * relative to the best TCP peer (< 1 = faster). Of the repetitions it takes the best (the run
+ * relative to the best TCP peer and to Gloo (< 1 = faster), with the 2-rank floors of an 8-byte
+ * call (thread_hop_floor.js: ringreduce's thread hand-offs alone, and a caller thread that owns
+ * the socket) in the smallest size's column. Of the repetitions it takes the best (the run
  * least disturbed by the other users of the shared machine), the same rule for every library;
  * `--median` takes the median instead.
  *
@@ -49,12 +51,15 @@ function readPeers(dir: string): void {
 const root = process.argv.slice(2).find((a) => !a.startsWith('--'));
 if (!root) throw new Error('usage: compare_table.js <dir>');
 const idle: string[] = [];
+const floors: { mode: string; meanUs: number }[] = [];
 for (const entry of readdirSync(root)) {
   const path = join(root, entry);
   if (/^peers\.rep\d+$/.test(entry)) {
     readPeers(path);
     if (existsSync(join(path, 'quiet.log'))) idle.push(...readFileSync(join(path, 'quiet.log'), 'utf8').trim().split('\n'));
   }
+  const floor = /^floor-(engine-thread|caller-only)\.rep\d+\.json$/.exec(entry);
+  if (floor) floors.push({ mode: floor[1] as string, ...(JSON.parse(readFileSync(path, 'utf8')) as { meanUs: number }) });
   const rr = /^ringreduce(-inplace)?-np(\d+)\.rep\d+\.json$/.exec(entry);
   if (rr) {
     const report = JSON.parse(readFileSync(path, 'utf8')) as {
@@ -80,6 +85,14 @@ for (const name of [...series.keys()].sort()) {
   const s = series.get(name) as Series;
   console.log(`| ${name} | ${sizes.map((b) => (s.has(b) ? fmtTime(median(s.get(b) as number[]), b) : '-')).join(' | ')} |`);
 }
+const kFloorNames: Record<string, string> = {
+  'engine-thread': 'np2 floor, caller + engine thread (8 B)',
+  'caller-only': 'np2 floor, caller thread only (8 B)',
+};
+for (const [mode, name] of Object.entries(kFloorNames)) {
+  const times = floors.filter((f) => f.mode === mode).map((f) => f.meanUs);
+  if (times.length > 0) console.log(`| ${name} | ${fmtTime(median(times), 0)}${' | -'.repeat(Math.max(0, sizes.length - 1))} |`);
+}
 for (const np of [...new Set([...series.keys()].map((n) => n.split(' ')[0]))]) {
   for (const variant of ['ringreduce', kInPlace]) {
     const rr = series.get(`${np} ${variant}`);
@@ -91,6 +104,15 @@ for (const np of [...new Set([...series.keys()].map((n) => n.split(' ')[0]))]) {
       return `${(median(mine) / Math.min(...peers.map(median))).toFixed(2)}×`;
     });
     console.log(`| ${np} ${variant} ÷ best TCP peer | ${ratios.join(' | ')} |`);
+    const gloo = series.get(`${np} Gloo TCP`);
+    if (variant === 'ringreduce' && gloo) {
+      const toGloo = sizes.map((b) => {
+        const mine = rr.get(b);
+        const theirs = gloo.get(b);
+        return mine && theirs ? `${(median(mine) / median(theirs)).toFixed(2)}×` : '-';
+      });
+      console.log(`| ${np} ${variant} ÷ Gloo | ${toGloo.join(' | ')} |`);
+    }
   }
 }
 console.log(
