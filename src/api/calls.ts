@@ -162,6 +162,11 @@ export class Calls {
         `${method} blocks its thread (Atomics.wait), which a browser does not allow on a page's main thread: await ${method.slice(0, -4)}() instead, or run the program in a worker (ringrun's page does)`,
       );
     }
+    if (this.engine.engineOnCallerThread) {
+      throw new RingReduceError(
+        `${method} blocks its thread, on which the engine runs with RINGREDUCE_ENGINE_THREAD=0 (init option engineThread: false): await ${method.slice(0, -4)}() instead, or leave the engine its own thread`,
+      );
+    }
     const prepared = this.scoped(prepare, argument, options, false);
     const names = this.claim(prepared);
     try {

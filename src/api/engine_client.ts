@@ -72,6 +72,8 @@ export interface EngineLink {
   readonly backend?: BackendName;
   /** The engine's counters, for rr.stats() (engine/reporting/stats.ts). */
   readonly statsBuffer?: SharedArrayBuffer;
+  /** The engine runs on the caller's thread, which therefore must not block in a ...Sync call. */
+  readonly engineOnCallerThread?: boolean;
 }
 
 interface PendingCall {
@@ -109,6 +111,7 @@ export class EngineClient implements EngineLink {
   private readonly signal: Int32Array;
   /** The counters the engine writes and rr.stats() reads. */
   readonly statsBuffer: SharedArrayBuffer;
+  readonly engineOnCallerThread: boolean;
 
   private constructor(
     platform: Platform,
@@ -117,6 +120,7 @@ export class EngineClient implements EngineLink {
   ) {
     this.signal = init.signal;
     this.statsBuffer = init.stats;
+    this.engineOnCallerThread = !init.config.engineThread;
     this.rings = new CallerRings(init.handOff);
     this.thread = platform.startEngine(init, {
       messages: (batch) => this.dispatchAll(batch),

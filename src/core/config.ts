@@ -97,6 +97,11 @@ export interface Config {
   readonly burstHoldMs: number;
   /** TCP backend: ranks on the same host talk over Unix domain sockets (faster than loopback TCP). */
   readonly unixSockets: boolean;
+  /**
+   * Node: the engine runs on a worker thread of its own (true) or on the caller's thread
+   * (false: one thread hand-off less per call; no ...Sync calls; platform/node/engine_in_thread.ts).
+   */
+  readonly engineThread: boolean;
   /** TCP backend: large messages between ranks of one host go through files in /dev/shm (shm_lane.ts). */
   readonly sharedMemory: boolean;
   /** TCP backend: TLS keyed from the job secret on every TCP link and store connection (rendezvous/tls_links.ts). */
@@ -216,6 +221,8 @@ export interface InitOptions {
   burstHoldMs?: number;
   /** TCP backend: ranks on one host talk over Unix domain sockets (default `true`; `RINGREDUCE_UNIX_SOCKETS`). */
   unixSockets?: boolean;
+  /** Node: run the engine on a worker thread of its own (default `true`) or on the calling thread (`false`: faster small calls, no ...Sync calls; `RINGREDUCE_ENGINE_THREAD`). */
+  engineThread?: boolean;
   /** TCP backend: large messages between ranks on one host go through `/dev/shm` (default `true`; `RINGREDUCE_SHARED_MEMORY`). */
   sharedMemory?: boolean;
   /** TCP backend: encrypt every TCP link between ranks and to the store with TLS keyed from the job secret, which it requires (default `false`; `RINGREDUCE_TLS`). */

@@ -30,6 +30,7 @@ export const kEnv = {
   hierarchicalAllgather: 'RINGREDUCE_HIERARCHICAL_ALLGATHER',
   burstHoldMs: 'RINGREDUCE_BURST_HOLD_MS',
   unixSockets: 'RINGREDUCE_UNIX_SOCKETS',
+  engineThread: 'RINGREDUCE_ENGINE_THREAD',
   sharedMemory: 'RINGREDUCE_SHARED_MEMORY',
   tls: 'RINGREDUCE_TLS',
   timeline: 'RINGREDUCE_TIMELINE',

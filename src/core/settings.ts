@@ -119,6 +119,7 @@ export const kSettings = {
   // the hold delays just calls that a long computation follows within the same tick.
   burstHoldMs: setting({ env: kEnv.burstHoldMs, schema: nonNegative(), read: atLeast(0), fallback: 2 }),
   unixSockets: setting({ env: kEnv.unixSockets, schema: z.boolean(), read: envFlag, fallback: true }),
+  engineThread: setting({ env: kEnv.engineThread, schema: z.boolean(), read: envFlag, fallback: true }),
   sharedMemory: setting({ env: kEnv.sharedMemory, schema: z.boolean(), read: envFlag, fallback: true }),
   tls: setting({ env: kEnv.tls, schema: z.boolean(), read: envFlag, fallback: false }),
   timeline: optionalText(kEnv.timeline),

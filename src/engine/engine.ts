@@ -343,6 +343,11 @@ export class Engine {
     this.updateActivity();
   }
 
+  /** Whether the engine's sockets keep the process alive (the engine on the caller's thread: while calls are pending). */
+  holdProcess(hold: boolean): void {
+    this.transport.holdProcess?.(hold);
+  }
+
   /** Peers are watched (heartbeats, silence detection) only while something is pending: an idle job sleeps. */
   private updateActivity(): void {
     this.transport.setActive?.(this.unsettled.size > 0 || this.leaving);

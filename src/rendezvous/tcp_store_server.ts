@@ -88,6 +88,8 @@ export class TcpStoreServer {
   private unauthenticated = 0;
   private bound: StoreAddress | null = null;
   private closed = false;
+  /** Whether the server and its connections keep the process alive (hold). */
+  private holding = true;
   private readonly reports: ReportLimiter;
 
   constructor(private readonly options: TcpStoreServerOptions) {
@@ -139,6 +141,14 @@ export class TcpStoreServer {
     await done;
   }
 
+  /** Whether the server and its connections keep the process alive (a rank's engine on its caller's thread: while calls are pending). */
+  hold(hold: boolean): void {
+    this.holding = hold;
+    if (hold) this.server.ref();
+    else this.server.unref();
+    for (const conn of this.connections) holdSocket(conn.socket, hold);
+  }
+
   private accept(raw: net.Socket): void {
     const remote = `${raw.remoteAddress}:${raw.remotePort}`;
     if (this.closed || this.unauthenticated >= kMaxUnauthenticated) {
@@ -147,6 +157,7 @@ export class TcpStoreServer {
       return;
     }
     raw.setNoDelay(true);
+    if (!this.holding) raw.unref();
     // Under TLS the protocol below reads and writes the plaintext.
     const socket = this.options.tls ? this.options.tls.accept(raw) : raw;
     const conn: Connection = {
@@ -356,4 +367,9 @@ export class TcpStoreServer {
     conn.closing = true;
     conn.socket.destroy();
   }
+}
+
+function holdSocket(socket: net.Socket, hold: boolean): void {
+  if (hold) socket.ref();
+  else socket.unref();
 }

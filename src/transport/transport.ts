@@ -63,6 +63,12 @@ export interface Transport {
   onPeerFailure(handler: PeerFailureHandler): void;
   /** The engine has collectives pending: watch the peers (see "Activity" above). */
   setActive?(active: boolean): void;
+  /**
+   * Whether the transport's sockets keep the process alive (Node). A worker's engine never
+   * asks; an engine on the caller's thread holds the process only while calls are pending, as
+   * the worker itself would (platform/node/engine_in_thread.ts).
+   */
+  holdProcess?(hold: boolean): void;
   close(): Promise<void>;
 }
 

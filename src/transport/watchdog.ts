@@ -57,6 +57,9 @@ export class Watchdog {
 
   private arm(ms: number): void {
     this.timer = setTimeout(() => this.check(), Math.max(1, Math.ceil(ms)));
+    // An idle engine keeps a recv posted: its deadline must not hold the process (the sockets
+    // of pending calls do). Node's timers can be unref'd; a browser's are plain numbers.
+    (this.timer as { unref?: () => void }).unref?.();
   }
 
   private check(): void {

@@ -8,6 +8,9 @@
  * - tcp, N = 1..4: the N ranks each with its engine in a worker thread, over loopback TCP
  *   (test/helpers/world.ts). It runs the ...Sync cases for N = 1 only: the N callers share this
  *   thread, so with more ranks a ...Sync call would block it before the others have called.
+ * - tcp with the engines on the caller's thread (engineThread: false), N = 3: the N ranks and
+ *   their engines all in this thread, over loopback TCP; without the ...Sync cases (refused on
+ *   such a thread) and the 2^20 + 3 element ones (the algorithms are tcp's).
  * - web, N = 2: as tcp, over loopback WebSockets (the web backend's Node ranks, the store hosted by the
  *   test): the algorithms are the same, so larger worlds would test nothing of
  *   the web links that this one and the browser ranks' jobs (multiprocess/browser_ranks.test.ts:
@@ -64,6 +67,15 @@ const kBackends: readonly InProcessBackend[] = [
     },
   },
   {
+    name: "tcp, engine on the caller's thread",
+    sizes: [3],
+    start: (size) => startWorld(size, { stallTimeoutMs: kStallTimeoutMs, engineThread: false }),
+    skipReason: (c) => {
+      if (c.needsSync) return '...Sync calls are refused where the engine runs on the calling thread';
+      return c.name.includes('2^20 + 3') ? 'tcp runs it with the engine on its own thread' : undefined;
+    },
+  },
+  {
     name: 'web',
     sizes: [2],
     start: (size) => startWebWorld(size, { stallTimeoutMs: kStallTimeoutMs }),
@@ -88,6 +100,17 @@ for (const backend of kBackends) {
     });
   }
 }
+
+test("tcp with the engine on the caller's thread: a ...Sync call fails at once, naming the setting, and the rank goes on", async () => {
+  const world = await startWorld(1, { engineThread: false });
+  try {
+    assert.throws(() => world[0]?.allreduceSync(new Float32Array(1), { name: 'sync' }), /RINGREDUCE_ENGINE_THREAD=0/);
+    const sum = await world[0]?.allreduce(new Float32Array([2]), { name: 'sync' });
+    assert.deepEqual(Array.from(sum ?? []), [2]);
+  } finally {
+    await stopWorld(world);
+  }
+});
 
 test('memory backend: a ...Sync call fails at once, naming the reason, and the rank goes on', async () => {
   const world = startMemoryWorld(2);

@@ -1,10 +1,11 @@
 /**
  * A rank SIGKILLed in the middle of allreduces: every other rank's collective rejects with
  * PeerFailureError naming it within a few seconds, and ringrun stops the job and reports the
- * killed rank as the first failure, with its exit (128+9), leaving no process behind.
+ * killed rank as the first failure, with its exit (128+9), leaving no process behind. The same
+ * with the engines on their callers' threads (RINGREDUCE_ENGINE_THREAD=0).
  */
 import assert from 'node:assert/strict';
-import { after, it } from 'node:test';
+import { after, it, type TestContext } from 'node:test';
 import {
   assertNoneRunning,
   cleanEnv,
@@ -19,10 +20,21 @@ import {
 const dir = tempDir('ringrun-sigkill-');
 after(() => cleanUp(dir));
 
-it('a rank killed mid-allreduce fails every peer with PeerFailureError naming it', { timeout: 40_000 }, async (t) => {
+for (const [engineThread, where] of [
+  ['1', 'its own thread'],
+  ['0', "the caller's thread"],
+] as const) {
+  it(
+    `a rank killed mid-allreduce fails every peer with PeerFailureError naming it (engine on ${where})`,
+    { timeout: 40_000 },
+    (t) => killMidAllreduce(t, engineThread),
+  );
+}
+
+async function killMidAllreduce(t: TestContext, engineThread: string): Promise<void> {
   const run = new RingrunRun(
     ['-np', '4', '--io-timeout', '10s', process.execPath, kFailureJob],
-    cleanEnv({ DIR: dir, MODE: 'loop' }),
+    cleanEnv({ DIR: dir, MODE: 'loop', RINGREDUCE_ENGINE_THREAD: engineThread }),
   );
   await run.waitFor('every rank to be in the loop', (r) => r.count('iteration 3') === 4);
   const killedAt = Date.now();
@@ -50,4 +62,4 @@ it('a rank killed mid-allreduce fails every peer with PeerFailureError naming it
   }
   assert.ok(result.endedAt - killedAt < 8000, `ringrun ended ${result.endedAt - killedAt} ms after the kill`);
   assertNoneRunning(dir, 4);
-});
+}

@@ -22,6 +22,16 @@ describe('a program that ends without shutdown()', { timeout: 120_000 }, () => {
     }
   });
 
+  // The engine's sockets must not hold the process once no call is pending, or the loop never
+  // empties and the rank never ends (platform/node/engine_in_thread.ts).
+  it("with the engine on the caller's thread (RINGREDUCE_ENGINE_THREAD=0): exit 0 as well", async () => {
+    const env = cleanEnv({ MODE: 'together', RINGREDUCE_ENGINE_THREAD: '0' });
+    const result = await new RingrunRun(['-np', '3', process.execPath, kJob], env, 30_000).finished;
+    assert.equal(result.code, 0, `${result.stdout}\n${result.stderr}`);
+    assert.equal((result.stdout.match(/SUM 3/g) ?? []).length, 3, result.stdout);
+    assert.doesNotMatch(`${result.stdout}${result.stderr}`, /ERROR|job broken|closed the connection/);
+  });
+
   /** Runs MODE on 3 ranks: how ranks 0 and 1's collective ended, and how long the job took. */
   async function early(
     mode: string,

@@ -62,6 +62,10 @@ export class CountingTransport implements Transport {
     this.inner.setActive?.(active);
   }
 
+  holdProcess(hold: boolean): void {
+    this.inner.holdProcess?.(hold);
+  }
+
   close(): Promise<void> {
     return this.inner.close();
   }

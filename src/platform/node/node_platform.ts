@@ -4,12 +4,13 @@ import { JobKey } from '../../rendezvous/auth.js';
 import { TcpStoreClient } from '../../rendezvous/tcp_store.js';
 import { ElasticWorker } from '../elastic_worker.js';
 import type { Platform } from '../platform.js';
+import { startEngineInThread } from './engine_in_thread.js';
 import { startEngineWorker } from './engine_worker.js';
 
 export const platform: Platform = Object.freeze({
   name: 'node',
   environment: async () => process.env,
-  startEngine: startEngineWorker,
+  startEngine: (init, events) => (init.config.engineThread ? startEngineWorker : startEngineInThread)(init, events),
   collector: v8Collector,
   programArgs: () => Object.freeze(process.argv.slice(2)),
   // Node lets every thread block, its main thread too.

@@ -195,6 +195,7 @@ export async function createTcpTransport(config: TcpTransportConfig): Promise<Tc
 }
 
 function handle(transport: TcpTransport, server: TcpStoreServer | null): TcpTransportHandle {
+  if (server !== null) transport.alsoHold(server);
   let closing: Promise<void> | null = null;
   return {
     transport,

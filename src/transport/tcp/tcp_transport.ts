@@ -125,6 +125,9 @@ export class TcpTransport implements Transport {
   private broken: PeerFailureError | null = null;
   private readonly liveness: Liveness | null = null;
   private readonly heartbeatMs: number;
+  /** Whether the sockets keep the process alive (holdProcess). */
+  private holding = true;
+  private readonly companions: { hold(hold: boolean): void }[] = [];
   /** The engine has collectives pending (setActive). */
   private active = false;
   private readonly sharedMemory: ShmLaneOptions | undefined;
@@ -214,6 +217,25 @@ export class TcpTransport implements Transport {
   setActive(active: boolean): void {
     this.active = active;
     if (active) this.liveness?.activate();
+  }
+
+  holdProcess(hold: boolean): void {
+    this.holding = hold;
+    for (const p of this.peers) if (p !== undefined) this.holdSockets(p);
+    for (const resource of this.companions) resource.hold(hold);
+  }
+
+  /** Holds `resource` (the store server this rank hosts) alive as the transport's own sockets (holdProcess). */
+  alsoHold(resource: { hold(hold: boolean): void }): void {
+    this.companions.push(resource);
+    resource.hold(this.holding);
+  }
+
+  private holdSockets(p: Peer): void {
+    for (const socket of [p.link.recvSocket, p.link.sendSocket]) {
+      if (this.holding) socket.ref();
+      else socket.unref();
+    }
   }
 
   /** Whether liveness has a timer armed (for tests: an idle transport has none). */
@@ -312,6 +334,7 @@ export class TcpTransport implements Transport {
     // The peer never writes on the connection we send on; bytes there mean a confused peer.
     link.sendSocket.on('data', () => fail('wrote on its receive-only connection'));
     this.offerLane(p);
+    this.holdSockets(p);
     link.recvPort.attach(p.receiver);
     link.recvSocket.resume(); // the handshake paused it
     if (link.recvSocket.destroyed || link.sendSocket.destroyed) {

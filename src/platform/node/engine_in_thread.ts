@@ -1,0 +1,86 @@
+/**
+ * The engine on the caller's own thread (RINGREDUCE_ENGINE_THREAD=0): the Node host
+ * (engine/threads/node_engine_host.ts) with a channel of direct calls, so a call costs one
+ * thread wake-up (the peer's bytes arriving) instead of three (docs/performance.md).
+ *
+ * Messages each way are delivered in order in a microtask, never inside the call that posts
+ * them, as a port would deliver them. The engine's module is loaded on first use only, so a
+ * program with the engine on its own thread loads none of it on the caller's.
+ *
+ * What the caller's thread then cannot do: block in a ...Sync call (the engine could not run
+ * while it waits; calls.ts refuses them, naming this setting). And the engine's sockets keep
+ * the process alive only while calls are pending (keepAlive), as a worker's would, so that a
+ * program that ends without shutdown() still reaches 'beforeExit'.
+ */
+import { RingReduceError } from '../../core/errors.js';
+import type { Engine } from '../../engine/engine.js';
+import type { EngineInit, FromEngine, ToEngine } from '../../engine/threads/worker_protocol.js';
+import type { EngineEvents, EngineThread } from '../platform.js';
+
+/** Starts the engine on this thread; `events` hears its completions in a later microtask. */
+export function startEngineInThread(init: EngineInit, events: EngineEvents): EngineThread {
+  let toEngine: ToEngine[] = [];
+  let onMessage: ((message: ToEngine) => void) | undefined;
+  let deliveryScheduled = false;
+  let engine: Engine | undefined;
+  let alive = true;
+  const deliver = () => {
+    deliveryScheduled = false;
+    const batch = toEngine;
+    toEngine = [];
+    for (const message of batch) onMessage?.(message);
+  };
+  const scheduleDelivery = () => {
+    if (deliveryScheduled || onMessage === undefined || toEngine.length === 0) return;
+    deliveryScheduled = true;
+    queueMicrotask(deliver);
+  };
+  const started = Promise.all([import('../../engine/threads/engine_main.js'), import('../../engine/threads/node_engine_host.js')])
+    .then(([{ runEngine }, { nodeEngineHost }]) =>
+      runEngine(
+        nodeEngineHost(
+          init,
+          {
+            listen(handler) {
+              onMessage = handler;
+              scheduleDelivery();
+              return () => {
+                onMessage = undefined;
+              };
+            },
+            takePosted() {
+              const batch = toEngine;
+              toEngine = [];
+              return batch;
+            },
+            post: (batch: FromEngine[]) => queueMicrotask(() => events.messages(batch)),
+            close: () => {},
+          },
+          {
+            started(running) {
+              engine = running;
+              running.holdProcess(alive);
+            },
+          },
+        ),
+      ),
+    )
+    .catch((error: unknown) =>
+      events.gone(
+        new RingReduceError(`the ringreduce engine could not start on this thread: ${(error as Error)?.message ?? error}`),
+      ),
+    );
+  return {
+    post(message) {
+      toEngine.push(message);
+      scheduleDelivery();
+    },
+    // calls.ts refuses ...Sync calls on this thread before they are made.
+    takeSync: () => [],
+    keepAlive(keep) {
+      alive = keep;
+      engine?.holdProcess(keep);
+    },
+    terminate: () => started.then(() => {}),
+  };
+}
