@@ -5,6 +5,7 @@
  * steps instead of 2(N-1)). Below kCostChoiceMinRanks ranks the choice stays the fixed one measured
  * on 2 to 4 ranks: recursive doubling up to `latencyMaxBytes` (64 KiB), the ring above (a given
  * `costModel` picks between those two there). A given `latencyMaxBytes` decides at any rank count.
+ * An algorithm forced in the options (RINGREDUCE_ALGORITHMS) runs at every size and rank count.
  * The choice depends only on the byte length, the rank count and the options, which every rank
  * of a collective shares, so every rank picks the same algorithm.
  */
@@ -46,6 +47,8 @@ export function allreduce(
 
 /** What `allreduce` runs for `bytes` on `ranks` ranks with these options. */
 export function allreduceAlgorithm(ranks: number, bytes: number, options: ResolvedOptions): AllreduceAlgorithm {
+  const forced = options.algorithms?.allreduce;
+  if (forced !== undefined) return forced;
   const { latencyMaxBytes, latencyMaxBytesGiven, segmentBytes, costModel } = options;
   if (latencyMaxBytesGiven || (ranks < kCostChoiceMinRanks && latencyMaxBytes !== undefined)) {
     return bytes <= (latencyMaxBytes ?? kDefaultLatencyMaxBytes) ? 'recursive_doubling' : 'ring';

@@ -19,8 +19,10 @@
  * add latency, and a larger one by chain, as measured fastest on 2 and 4 ranks. From that many
  * ranks on, the cheapest of the three by the cost model (cost_model.ts): the tree for small
  * messages, scatter + allgather from about 64 KiB, the chain for messages of many segments on
- * few ranks (its pipeline fill is then small). Every rank decides from the same length and options.
+ * few ranks (its pipeline fill is then small). An algorithm forced in the options
+ * (RINGREDUCE_ALGORITHMS) runs whatever the size. Every rank decides from the same length and options.
  */
+import type { AlgorithmOf } from '../core/algorithm_names.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
 import { bytesOf, type Transport } from '../transport/transport.js';
@@ -30,10 +32,12 @@ import { type PipelinePlan, runPipeline } from './pipeline.js';
 import { scatterAllgatherBroadcast } from './scatter_allgather_broadcast.js';
 import { segmentCount, segmentLength } from './segments.js';
 
-export type BroadcastAlgorithm = 'tree' | 'chain' | 'scatter_allgather';
+export type BroadcastAlgorithm = AlgorithmOf<'broadcast'>;
 
 /** The algorithm every rank runs for a broadcast of `bytes` on `ranks` ranks. */
 export function broadcastAlgorithm(ranks: number, bytes: number, options: ResolvedOptions): BroadcastAlgorithm {
+  const forced = options.algorithms?.broadcast;
+  if (forced !== undefined) return forced;
   if (ranks < kCostChoiceMinRanks) return bytes <= options.treeMaxBytes ? 'tree' : 'chain';
   const { segmentBytes, costModel } = options;
   const costs: [BroadcastAlgorithm, number][] = [

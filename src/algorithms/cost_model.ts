@@ -36,6 +36,8 @@
  * `node dist/bench/reduce_kernels.js` (3.6 GB/s). A cluster should pass its own (`costModel`).
  */
 
+import type { AlgorithmOf } from '../core/algorithm_names.js';
+
 /** Seconds: α per message, β per byte sent, γ per byte reduced. */
 export interface CostModel {
   readonly alpha: number;
@@ -45,7 +47,7 @@ export interface CostModel {
 
 export const kDefaultCostModel: CostModel = Object.freeze({ alpha: 8.5e-6, beta: 0.2e-9, gamma: 0.28e-9 });
 
-export type AllreduceAlgorithm = 'recursive_doubling' | 'ring' | 'rabenseifner';
+export type AllreduceAlgorithm = AlgorithmOf<'allreduce'>;
 
 /** Seconds for recursive doubling of `bytes` on `ranks` ranks. */
 export function recursiveDoublingCost(ranks: number, bytes: number, model: CostModel): number {

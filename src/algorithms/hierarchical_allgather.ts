@@ -84,8 +84,14 @@ async function settleAll(runs: readonly Promise<void>[]): Promise<void> {
 /**
  * Whether an allgather runs hierarchically in `mode` (`hierarchy` undefined: the layout does not
  * allow it). 'auto' always does: each rank sends (N-1)·b in all, as in the flat ring, in no more
- * steps, and only H-1 of them cross hosts instead of all N-1.
+ * steps, and only H-1 of them cross hosts instead of all N-1. Except under a forced allgather
+ * (options.algorithms): 'auto' then leaves it to run flat, as asked; 'on' still runs this.
  */
-export function allgatherRunsHierarchically(mode: HierarchicalMode, hierarchy: Hierarchy | undefined): hierarchy is Hierarchy {
-  return hierarchy !== undefined && mode !== 'off';
+export function allgatherRunsHierarchically(
+  mode: HierarchicalMode,
+  hierarchy: Hierarchy | undefined,
+  options?: AlgorithmOptions,
+): hierarchy is Hierarchy {
+  if (hierarchy === undefined || mode === 'off') return false;
+  return mode === 'on' || options?.algorithms?.allgather === undefined;
 }

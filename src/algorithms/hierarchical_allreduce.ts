@@ -64,7 +64,8 @@ export async function hierarchicalAllreduce(
  * Whether an allreduce of `bytes` runs hierarchically in `mode` (`hierarchy` is undefined where
  * the layout does not allow it): 'auto' where the flat allreduce would run the ring or Rabenseifner's, the
  * bandwidth-bound sizes where cutting the cross-host bytes pays; below that, recursive doubling's
- * few steps beat the 2(L-1) local ones added here.
+ * few steps beat the 2(L-1) local ones added here. Under a forced allreduce (options.algorithms)
+ * 'auto' runs flat, the forced algorithm as asked; 'on' runs this, the forced one across hosts.
  */
 export function allreduceRunsHierarchically(
   mode: HierarchicalMode,
@@ -74,6 +75,7 @@ export function allreduceRunsHierarchically(
 ): hierarchy is Hierarchy {
   if (hierarchy === undefined || mode === 'off') return false;
   if (mode === 'on') return true;
+  if (options?.algorithms?.allreduce !== undefined) return false;
   const ranks = hierarchy.local.size * hierarchy.cross.size;
   return allreduceAlgorithm(ranks, bytes, resolveOptions(options)) !== 'recursive_doubling';
 }

@@ -61,7 +61,8 @@ export async function hubAllreduce(
 /**
  * Whether an allreduce of `bytes` runs through hubs in `mode` (the hierarchical mode: hubs are
  * the hierarchy of a job with browser ranks); `hubs` is undefined where the group has none.
- * 'auto': where the flat allreduce would run the ring (or Rabenseifner's), the sizes where a leaf's bytes count.
+ * 'auto': where the flat allreduce would run the ring (or Rabenseifner's), the sizes where a leaf's bytes count;
+ * never under a forced allreduce (options.algorithms), which then runs flat as asked.
  */
 export function allreduceRunsThroughHubs(
   mode: HierarchicalMode,
@@ -71,6 +72,7 @@ export function allreduceRunsThroughHubs(
 ): hubs is Hubs {
   if (hubs === undefined || mode === 'off') return false;
   if (mode === 'on') return true;
+  if (options?.algorithms?.allreduce !== undefined) return false;
   return allreduceAlgorithm(hubs.size, bytes, resolveOptions(options)) !== 'recursive_doubling';
 }
 

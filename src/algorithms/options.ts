@@ -1,10 +1,11 @@
 /**
  * Tuning knobs shared by the algorithms. Every rank of a collective must pass the same
- * segmentBytes, treeMaxBytes, latencyMaxBytes, costModel and jobCostModel: they decide the algorithm and the
+ * segmentBytes, treeMaxBytes, latencyMaxBytes, costModel, jobCostModel and algorithms: they decide the algorithm and the
  * number and length of the messages, and a receiver refuses a message whose length it did not
  * expect.
  */
 
+import type { ForcedAlgorithms } from '../core/algorithm_names.js';
 import type { BufferPool } from '../core/buffer_pool.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import { type CostModel, kDefaultCostModel } from './cost_model.js';
@@ -43,6 +44,12 @@ export interface AlgorithmOptions {
    * choices below that rank count as they are; `costModel` wins where both are given.
    */
   jobCostModel?: Partial<CostModel>;
+  /**
+   * Algorithms forced per collective, in place of the choice by size and cost (the setting
+   * RINGREDUCE_ALGORITHMS, without its `auto` entries). Every one runs on any rank count: those
+   * written for powers of two fold the others (docs/algorithms.md, "Forcing an algorithm").
+   */
+  algorithms?: ForcedAlgorithms;
 }
 
 export interface ResolvedOptions {
@@ -55,6 +62,7 @@ export interface ResolvedOptions {
   /** Whether `latencyMaxBytes` was given: it then decides at every rank count. */
   readonly latencyMaxBytesGiven: boolean;
   readonly costModel: CostModel;
+  readonly algorithms: ForcedAlgorithms | undefined;
 }
 
 function costModelOf(given: Partial<CostModel> | undefined): CostModel {
@@ -96,5 +104,6 @@ export function resolveOptions(options: AlgorithmOptions = {}): ResolvedOptions 
         : integerAtLeast('latencyMaxBytes', options.latencyMaxBytes, 0, 0),
     latencyMaxBytesGiven: options.latencyMaxBytes !== undefined,
     costModel: costModelOf(options.costModel ?? options.jobCostModel),
+    algorithms: options.algorithms,
   };
 }

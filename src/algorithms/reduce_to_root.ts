@@ -3,9 +3,11 @@
  * binomial tree (⌈log2 N⌉ levels, the root taking in ⌈log2 N⌉·M; tree_reduce.ts) or
  * Rabenseifner's reduce-scatter + gather (2·log2 N steps, the root taking in 2(N-1)/N·M;
  * rabenseifner_reduce.ts), which wins for large buffers on many ranks. Below kCostChoiceMinRanks
- * ranks the tree always runs, as before. The choice depends only on the byte length, the rank
+ * ranks the tree always runs, as before; an algorithm forced in the options (RINGREDUCE_ALGORITHMS)
+ * runs whatever the size. The choice depends only on the byte length, the rank
  * count, the root and the options, which every rank of a collective shares.
  */
+import type { AlgorithmOf } from '../core/algorithm_names.js';
 import type { ReduceOp, TypedArray } from '../core/types.js';
 import type { Transport } from '../transport/transport.js';
 import { kCostChoiceMinRanks, rabenseifnerReduceCost, treeReduceCost } from './cost_model.js';
@@ -13,7 +15,7 @@ import { type AlgorithmOptions, type ResolvedOptions, resolveOptions } from './o
 import { rabenseifnerReduce } from './rabenseifner_reduce.js';
 import { treeReduce } from './tree_reduce.js';
 
-export type ReduceAlgorithm = 'tree' | 'rabenseifner';
+export type ReduceAlgorithm = AlgorithmOf<'reduce'>;
 
 /**
  * Reduces `buf` element-wise across all ranks into the root's `buf` (the contract of treeReduce:
@@ -38,6 +40,8 @@ export function reduceToRoot(
 
 /** What `reduceToRoot` runs for `bytes` on `ranks` ranks to `root` with these options. */
 export function reduceAlgorithm(ranks: number, bytes: number, root: number, options: ResolvedOptions): ReduceAlgorithm {
+  const forced = options.algorithms?.reduce;
+  if (forced !== undefined) return forced;
   if (ranks < kCostChoiceMinRanks) return 'tree';
   const { segmentBytes, costModel } = options;
   const tree = treeReduceCost(ranks, bytes, segmentBytes, costModel);

@@ -2,10 +2,12 @@
  * Reduce-scatter with per-rank block sizes, choosing the algorithm by the cost model
  * (cost_model.ts): recursive halving (log2 N steps, plus the fold's two when N is not a power of
  * two; recursive_halving.ts) or the pipelined ring (N-1 steps, ring_reducescatter.ts). Below
- * kCostChoiceMinRanks ranks the ring always runs, as measured on 2 to 4 ranks. The choice depends
+ * kCostChoiceMinRanks ranks the ring always runs, as measured on 2 to 4 ranks; an algorithm forced
+ * in the options (RINGREDUCE_ALGORITHMS) runs whatever the size. The choice depends
  * only on the counts, the element size, the rank count and the options, which every rank of a
  * collective shares.
  */
+import type { AlgorithmOf } from '../core/algorithm_names.js';
 import type { ReduceOp, TypedArray } from '../core/types.js';
 import type { Transport } from '../transport/transport.js';
 import { kCostChoiceMinRanks, recursiveHalvingCost, ringBlocksCost } from './cost_model.js';
@@ -13,7 +15,7 @@ import { type AlgorithmOptions, type ResolvedOptions, resolveOptions } from './o
 import { recursiveHalvingReducescatter } from './recursive_halving.js';
 import { ringReducescatter } from './ring_reducescatter.js';
 
-export type ReducescatterAlgorithm = 'ring' | 'recursive_halving';
+export type ReducescatterAlgorithm = AlgorithmOf<'reducescatter'>;
 
 /**
  * Reduces block r of `buf` across all ranks into rank r's block r, or into `out`: the contract
@@ -40,6 +42,8 @@ export function reducescatter(
 
 /** What `reducescatter` runs for blocks of `blockBytes[r]` bytes (one per rank) with these options. */
 export function reducescatterAlgorithm(blockBytes: readonly number[], options: ResolvedOptions): ReducescatterAlgorithm {
+  const forced = options.algorithms?.reducescatter;
+  if (forced !== undefined) return forced;
   const ranks = blockBytes.length;
   if (ranks < kCostChoiceMinRanks) return 'ring';
   const { segmentBytes, costModel } = options;

@@ -11,6 +11,7 @@
  * process that joined a job because of variables left in its environment says so.
  */
 import { z } from 'zod';
+import type { AlgorithmsSetting } from './algorithm_names.js';
 import { kEnv } from './env_names.js';
 import type { Env } from './env_values.js';
 import { InvalidArgumentError } from './errors.js';
@@ -120,6 +121,12 @@ export interface Config {
    */
   readonly costModel: CostModelSetting;
   /**
+   * Algorithms forced per collective (core/algorithm_names.ts), in place of the engine's choice
+   * (docs/algorithms.md, "Forcing an algorithm"); undefined or `auto`: the engine chooses. The
+   * same on every rank.
+   */
+  readonly algorithms: AlgorithmsSetting | undefined;
+  /**
    * Tune the world's fusion threshold and burst hold during the first steps of the job, then keep
    * the best (engine/tuning/); fusionThresholdBytes and burstHoldMs are where it starts.
    */
@@ -140,6 +147,7 @@ export interface Config {
   readonly dashboard: string | undefined;
 }
 
+export type { AlgorithmsSetting } from './algorithm_names.js';
 export type { Backend, CostFigures, CostModelSetting, ReadyExchange } from './settings.js';
 
 const rankField = z.number().int().nonnegative();
@@ -233,6 +241,12 @@ export interface InitOptions {
   readyExchange?: ReadyExchange;
   /** α, β and γ of the choices by cost from 8 ranks on: `'measure'` (default: α and β measured at start-up), `'off'` (built-in figures) or `{ alpha, beta, gamma }` in seconds, unset ones built in; the same on every rank (`RINGREDUCE_COST_MODEL`). */
   costModel?: 'measure' | 'off' | CostFigures;
+  /**
+   * Force a collective's algorithm instead of the engine's choice, such as
+   * `{ broadcast: 'scatter_allgather', allreduce: 'rabenseifner' }` (`'auto'`: the engine
+   * chooses); replaces `RINGREDUCE_ALGORITHMS` as a whole. The same on every rank (docs/algorithms.md).
+   */
+  algorithms?: AlgorithmsSetting;
   /** Tune the fusion threshold and burst hold online during the first steps, then keep the best (default `false`; `RINGREDUCE_AUTOTUNE`). */
   autotune?: boolean;
   /** With autotune: rank 0 appends a CSV line per trial (settings tried, score) to this file (`RINGREDUCE_AUTOTUNE_LOG`). */

@@ -36,6 +36,7 @@ export const kEnv = {
   timeline: 'RINGREDUCE_TIMELINE',
   readyExchange: 'RINGREDUCE_READY_EXCHANGE',
   costModel: 'RINGREDUCE_COST_MODEL',
+  algorithms: 'RINGREDUCE_ALGORITHMS',
   autotune: 'RINGREDUCE_AUTOTUNE',
   autotuneLog: 'RINGREDUCE_AUTOTUNE_LOG',
   elasticWorker: 'RINGREDUCE_ELASTIC_WORKER',

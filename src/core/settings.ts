@@ -6,6 +6,14 @@
  * here: config.ts and launcher_sources.ts read it, because it comes from several sources at once.
  */
 import { z } from 'zod';
+import {
+  type AlgorithmOf,
+  type AlgorithmsSetting,
+  describeForceable,
+  type ForceableCollective,
+  kForceableAlgorithms,
+  parseAlgorithms,
+} from './algorithm_names.js';
 import { kEnv } from './env_names.js';
 import { type Env, envChoice, envFlag, envInt, envText } from './env_values.js';
 import { InvalidArgumentError } from './errors.js';
@@ -79,6 +87,39 @@ const kCostFiguresSchema = z.strictObject({
   gamma: z.number().nonnegative().optional(),
 });
 
+/** RINGREDUCE_ALGORITHMS: `collective=algorithm` pairs (algorithm_names.ts). */
+function readAlgorithms(env: Env, name: string): AlgorithmsSetting | undefined {
+  const text = env[name];
+  return text === undefined || text.trim() === '' ? undefined : parseAlgorithms(text, name);
+}
+/** One collective's field of init's `algorithms`: its algorithms or `auto`, refused with what is allowed. */
+function algorithmChoice<C extends ForceableCollective>(
+  collective: C,
+): z.ZodOptional<z.ZodType<AlgorithmOf<C> | 'auto', AlgorithmOf<C> | 'auto'>> {
+  const allowed = [...kForceableAlgorithms[collective], 'auto'] as string[] as [string, ...string[]];
+  const error = (issue: { input?: unknown }) =>
+    `${collective} has no algorithm ${JSON.stringify(issue.input)} (${kEnv.algorithms}): one of ${allowed.join(', ')}`;
+  return z.enum(allowed, { error }).optional() as unknown as z.ZodOptional<
+    z.ZodType<AlgorithmOf<C> | 'auto', AlgorithmOf<C> | 'auto'>
+  >;
+}
+/** init's `algorithms`: an object of the same pairs; an unknown collective is refused with the list. */
+const kAlgorithmsSchema = z.strictObject(
+  {
+    allreduce: algorithmChoice('allreduce'),
+    allgather: algorithmChoice('allgather'),
+    broadcast: algorithmChoice('broadcast'),
+    reducescatter: algorithmChoice('reducescatter'),
+    reduce: algorithmChoice('reduce'),
+  } satisfies Record<ForceableCollective, unknown>,
+  {
+    error: (issue) =>
+      issue.code === 'unrecognized_keys'
+        ? `no collective ${issue.keys.map((k) => JSON.stringify(k)).join(', ')} (${kEnv.algorithms}): ${describeForceable()}`
+        : undefined,
+  },
+);
+
 /** Horovod's spelling of on and off. */
 const kOnOff = { '1': 'on', '0': 'off' } as const;
 
@@ -134,6 +175,13 @@ export const kSettings = {
     schema: z.union([z.enum(['measure', 'off']), kCostFiguresSchema]),
     read: readCostModel,
     fallback: 'measure',
+  }),
+  // Unset: every collective chooses its algorithm itself (docs/algorithms.md).
+  algorithms: setting<AlgorithmsSetting | undefined, typeof kAlgorithmsSchema>({
+    env: kEnv.algorithms,
+    schema: kAlgorithmsSchema,
+    read: readAlgorithms,
+    fallback: undefined,
   }),
   autotune: setting({ env: kEnv.autotune, schema: z.boolean(), read: envFlag, fallback: false }),
   autotuneLog: optionalText(kEnv.autotuneLog),

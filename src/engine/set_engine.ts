@@ -15,6 +15,7 @@
  */
 import type { Hierarchy } from '../algorithms/hierarchy.js';
 import type { Hubs } from '../algorithms/hubs.js';
+import { forcedAlgorithms } from '../core/algorithm_names.js';
 import type { Config } from '../core/config.js';
 import { fromErrorRecord, PeerFailureError, ShutdownError, toErrorRecord } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
@@ -119,11 +120,14 @@ export class SetEngine {
   ) {
     const { config, rank, size, autotune } = settings;
     const start = { fusionThresholdBytes: config.fusionThresholdBytes, burstHoldMs: config.burstHoldMs };
+    // Resolved once here, off the per-call path: the choosers read one property.
+    const forced = forcedAlgorithms(config.algorithms);
     this.timeline = settings.timeline;
     this.cache = new ResponseCache(config.cacheCapacity);
     this.executor = new Executor(view, {
       kernels: settings.kernels,
       ...(settings.costModel && { costModel: settings.costModel }),
+      ...(forced && { algorithms: forced }),
       // The pool keeps the largest fused buffer autotune may ask for.
       fusionThresholdBytes: autotune ? largestThreshold(start) : config.fusionThresholdBytes,
       segmentBytes: config.segmentBytes,
@@ -153,7 +157,13 @@ export class SetEngine {
       );
     }
     this.ready = new ReadyPath(
-      { rank, size, fusionThresholdBytes: config.fusionThresholdBytes, exchange: exchangeModeFor(config.readyExchange, size) },
+      {
+        rank,
+        size,
+        fusionThresholdBytes: config.fusionThresholdBytes,
+        exchange: exchangeModeFor(config.readyExchange, size),
+        forced,
+      },
       this.cache,
       this.queue,
       this.executor,

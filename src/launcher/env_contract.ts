@@ -119,6 +119,7 @@ const kJobWideVariables = [
   kEnv.hierarchicalAllgather,
   kEnv.burstHoldMs,
   kEnv.readyExchange,
+  kEnv.algorithms,
   kEnv.autotune,
 ] as const;
 

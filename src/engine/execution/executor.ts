@@ -11,6 +11,7 @@ import type { Hierarchy } from '../../algorithms/hierarchy.js';
 import type { Hubs } from '../../algorithms/hubs.js';
 import type { AlgorithmOptions } from '../../algorithms/options.js';
 import type { KernelSelector } from '../../algorithms/reduce.js';
+import type { ForcedAlgorithms } from '../../core/algorithm_names.js';
 import { BufferPool } from '../../core/buffer_pool.js';
 import type { HierarchicalMode, TypedArray } from '../../core/types.js';
 import type { Timeline } from '../../observability/timeline.js';
@@ -32,6 +33,8 @@ export interface ExecutorSettings {
   segmentBytes: number;
   /** The job's α, β and γ for the choices by cost from 8 ranks on (cost_probe.ts); unset: the built-in ones. */
   costModel?: Partial<CostModel>;
+  /** Algorithms forced per collective (RINGREDUCE_ALGORITHMS, `auto` entries dropped at start-up). */
+  algorithms?: ForcedAlgorithms | undefined;
   timeline?: Timeline | undefined;
   /** The process set whose collectives this executor runs (tags.ts); default 0, the world. */
   processSet?: number;
@@ -90,8 +93,14 @@ export class Executor {
   private context(tag: number, name: string): ExecutionContext {
     const { timeline, segmentBytes } = this.settings;
     const kernels = timeline ? timedKernels(this.settings.kernels, timeline, name) : this.settings.kernels;
-    const jobCostModel = this.settings.costModel;
-    const options: AlgorithmOptions = { pool: this.pool, segmentBytes, kernels, ...(jobCostModel && { jobCostModel }) };
+    const { costModel: jobCostModel, algorithms } = this.settings;
+    const options: AlgorithmOptions = {
+      pool: this.pool,
+      segmentBytes,
+      kernels,
+      ...(jobCostModel && { jobCostModel }),
+      ...(algorithms && { algorithms }),
+    };
     return {
       transport: this.transport,
       tag,

@@ -53,7 +53,7 @@ export const allgatherOp: OpSpec<AllgatherRequest> = {
     const { native, hierarchy, tag, options } = ctx;
     await ctx.communicate(output.byteLength, () => {
       if (native?.supports('allgather', dtype)) return native.allgather(output, counts);
-      if (allgatherRunsHierarchically(ctx.hierarchicalAllgather, hierarchy)) {
+      if (allgatherRunsHierarchically(ctx.hierarchicalAllgather, hierarchy, options)) {
         return hierarchicalAllgather(hierarchy, output, counts, tag, options);
       }
       return allgather(ctx.transport, output, counts, tag, options);

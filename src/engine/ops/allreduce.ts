@@ -50,8 +50,10 @@ export const allreduceOp: OpSpec<AllreduceRequest> = {
   cacheable: true,
   fusionKey: (r) => `${r.dtype}/${r.reduceOp}/${r.prescale ?? 1}/${r.postscale ?? 1}`,
   eager: {
-    // Scaled ones take the algorithms: the peers' buffers arrive unscaled.
-    fits: (r, size) =>
+    // Scaled ones take the algorithms: the peers' buffers arrive unscaled. A forced allreduce
+    // (RINGREDUCE_ALGORITHMS) runs at every size, these included, as asked.
+    fits: (r, size, forced) =>
+      forced?.allreduce === undefined &&
       size >= 2 &&
       size <= kEagerMaxRanks &&
       r.reduceOp !== 'adasum' &&

@@ -9,6 +9,7 @@ import type { Hierarchy } from '../../algorithms/hierarchy.js';
 import type { Hubs } from '../../algorithms/hubs.js';
 import type { AlgorithmOptions } from '../../algorithms/options.js';
 import type { KernelSelector } from '../../algorithms/reduce.js';
+import type { ForcedAlgorithms } from '../../core/algorithm_names.js';
 import type { BufferPool } from '../../core/buffer_pool.js';
 import type { ErrorClassName } from '../../core/errors.js';
 import type { HierarchicalMode, TypedArray, WireDType } from '../../core/types.js';
@@ -109,8 +110,11 @@ export interface ExecutionContext {
  * then holds every rank's buffer when the round closes and finishes the collective locally.
  */
 export interface EagerSupport<R> {
-  /** Whether this request travels eagerly in a job of `size` ranks (the same answer on every rank). */
-  fits(request: R, size: number): boolean;
+  /**
+   * Whether this request travels eagerly in a job of `size` ranks with these forced algorithms
+   * (the same answer on every rank: they are set alike on every rank).
+   */
+  fits(request: R, size: number, forced: ForcedAlgorithms | undefined): boolean;
   /** Writes the result into `into` from every rank's buffer, in rank order (`into` may be one of them). */
   finish(request: R, buffers: readonly TypedArray[], into: TypedArray, kernels: KernelSelector): void;
 }

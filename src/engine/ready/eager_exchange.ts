@@ -22,6 +22,7 @@
  * report for r. Closing round r therefore takes, per peer, the latest buffer reported for round
  * r or earlier (a resubmission after a failure replaces a stale one) and keeps later ones.
  */
+import type { ForcedAlgorithms } from '../../core/algorithm_names.js';
 import { constructorOf } from '../../core/dtypes.js';
 import type { TypedArray } from '../../core/types.js';
 import { specOf } from '../ops/registry.js';
@@ -44,11 +45,13 @@ export class EagerExchange {
   constructor(
     private readonly rank: number,
     private readonly size: number,
+    /** The algorithms forced for the job (RINGREDUCE_ALGORITHMS): a forced collective does not go eagerly. */
+    private readonly forced?: ForcedAlgorithms,
   ) {}
 
   /** Whether `request` travels eagerly (its spec decides, the same way on every rank). */
   isEager(request: Request): boolean {
-    return specOf(request).eager?.fits(request, this.size) ?? false;
+    return specOf(request).eager?.fits(request, this.size, this.forced) ?? false;
   }
 
   /**

@@ -10,6 +10,7 @@
  * step's skew between ranks, short next to stall timeouts (rank 0 learns who waits for whom only
  * from closed rounds).
  */
+import type { ForcedAlgorithms } from '../../core/algorithm_names.js';
 import { PeerFailureError, ShutdownError, toErrorRecord } from '../../core/errors.js';
 import { elementCount } from '../../core/shapes.js';
 import type { Executor } from '../execution/executor.js';
@@ -56,6 +57,8 @@ export interface ReadyPathSettings {
   fusionThresholdBytes: number;
   /** How rounds exchange contributions (ready_exchange_mode.ts), the same on every member. */
   exchange: ExchangeMode;
+  /** The job's forced algorithms, which keep their collectives off the eager path. */
+  forced?: ForcedAlgorithms | undefined;
 }
 
 type ReportMessage = ControlMessage & { type: 'ready' | 'ready-step' };
@@ -78,7 +81,7 @@ export class ReadyPath {
     private readonly hooks: ReadyPathHooks,
   ) {
     const { rank, size } = settings;
-    this.eager = new EagerExchange(rank, size);
+    this.eager = new EagerExchange(rank, size, settings.forced);
     this.exchange =
       settings.exchange === 'all-to-all'
         ? new AllToAllExchange(rank, size, (round, ids) => this.report(round, ids))

@@ -1,4 +1,7 @@
-/** Allgather: first dimensions that differ per rank (some zero), option 'out', repeated calls, the Sync twin. */
+/**
+ * Allgather: first dimensions that differ per rank (some zero), every length the issue names,
+ * option 'out', repeated calls, the Sync twin.
+ */
 import { allocShared, kDTypes } from '../../../src/core/dtypes.js';
 import type { TypedArray } from '../../../src/core/types.js';
 import { concatenated, referenceInput } from '../../helpers/reference.js';
@@ -27,6 +30,25 @@ const uneven: ConformanceCase = {
           checkJson(result.shape, [totalRows, kRowLength], `${name}: the shape`);
           checkArray(dtype, result.data, concatenated(dtype, inputs), name);
           checkArray(dtype, mine, reference, `${name}: the input was modified`);
+        }),
+      ),
+    );
+  },
+};
+
+const everyLength: ConformanceCase = {
+  name: 'allgather: every dtype, every rank counts 0, 1, N-1, N, N+1 or 1000, all in flight at once',
+  async run(rr, rank, size) {
+    const counts = [...new Set([0, 1, Math.max(0, size - 1), size, size + 1, 1000])];
+    await settleAll(
+      counts.flatMap((count) =>
+        kDTypes.map((dtype) => {
+          const name = `ag/${dtype}/${count}`;
+          return part(name, async () => {
+            const inputs = Array.from({ length: size }, (_, r) => referenceInput(dtype, r, count, 'sum'));
+            const result = await rr.allgather((inputs[rank] as TypedArray).slice(), { name });
+            checkArray(dtype, result, concatenated(dtype, inputs), name);
+          });
         }),
       ),
     );
@@ -69,4 +91,4 @@ const sync: ConformanceCase = {
   },
 };
 
-export const allgatherCases: readonly ConformanceCase[] = [uneven, repeated, plain, sync];
+export const allgatherCases: readonly ConformanceCase[] = [uneven, everyLength, repeated, plain, sync];

@@ -1,4 +1,4 @@
-/** Broadcast: from every root, every dtype, inputs untouched, in place, the Sync twin. */
+/** Broadcast: from every root, every dtype, every length the issue names, inputs untouched, in place, the Sync twin. */
 import { allocShared, kDTypes } from '../../../src/core/dtypes.js';
 import { referenceInput } from '../../helpers/reference.js';
 import { type ConformanceCase, check, checkArray, checkJson, part, settleAll } from './case.js';
@@ -20,6 +20,25 @@ const everyRoot: ConformanceCase = {
         }),
       );
     }
+  },
+};
+
+const everyLength: ConformanceCase = {
+  name: 'broadcast: every dtype, counts 0, 1, N-1, N, N+1, 1000, the root going round the ranks, all in flight at once',
+  async run(rr, rank, size) {
+    const counts = [...new Set([0, 1, Math.max(0, size - 1), size, size + 1, 1000])];
+    await settleAll(
+      counts.flatMap((count, c) =>
+        kDTypes.map((dtype, i) => {
+          const root = (c + i) % size;
+          const name = `bc/${dtype}/${count}/root ${root}`;
+          return part(name, async () => {
+            const result = await rr.broadcast(referenceInput(dtype, rank, count, 'sum').slice(), { root, name });
+            checkArray(dtype, result, referenceInput(dtype, root, count, 'sum'), name);
+          });
+        }),
+      ),
+    );
   },
 };
 
@@ -61,4 +80,4 @@ const sync: ConformanceCase = {
   },
 };
 
-export const broadcastCases: readonly ConformanceCase[] = [everyRoot, inPlace, shaped, sync];
+export const broadcastCases: readonly ConformanceCase[] = [everyRoot, everyLength, inPlace, shaped, sync];
