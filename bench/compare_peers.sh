@@ -8,7 +8,8 @@
 # Needs the peers installed (see bench/peers/README.md). Prints one markdown table of mean
 # time per call (best of the repetitions), the 2-rank floors of a small call
 # (bench/thread_hop_floor.ts) and ringreduce's ratio to the best peer and to Gloo, for the API's
-# default (input copied) and in place (`out` = the tensor, as torch.distributed); raw results
+# default (input copied), in place (`out` = the tensor, as torch.distributed) and with the engine
+# on the caller's thread (RINGREDUCE_ENGINE_THREAD=0); raw results
 # stay in $OUT. Figures only compare within one run: the absolute numbers move with the load.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +35,9 @@ for rep in $(seq 1 "$REPS"); do
     # without copying it): the same collective without the API's input copy.
     node "$ROOT/dist/bench/main.js" --op allreduce --sizes "$RR_SIZES" --ranks "$np" --in-place \
       --json "$OUT/ringreduce-inplace-np$np.rep$rep.json" > "$OUT/ringreduce-inplace-np$np.rep$rep.txt" 2>&1 || echo "ringreduce in place np$np failed" >&2
+    # The engine on the caller's thread (RINGREDUCE_ENGINE_THREAD=0): one thread wake-up per call.
+    RINGREDUCE_ENGINE_THREAD=0 node "$ROOT/dist/bench/main.js" --op allreduce --sizes "$RR_SIZES" --ranks "$np" \
+      --json "$OUT/ringreduce-callerthread-np$np.rep$rep.json" > "$OUT/ringreduce-callerthread-np$np.rep$rep.txt" 2>&1 || echo "ringreduce on the caller's thread np$np failed" >&2
   done
 done
 node "$ROOT/dist/bench/compare_table.js" "$OUT"

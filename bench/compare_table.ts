@@ -28,6 +28,8 @@ function add(name: string, bytes: number, us: number): void {
 
 /** ringreduce run in place (bench --in-place): the same collective without the input copy. */
 const kInPlace = 'ringreduce in place';
+/** ringreduce with RINGREDUCE_ENGINE_THREAD=0: the engine on the caller's thread. */
+const kCallerThread = "ringreduce, engine on the caller's thread";
 
 const kPeerNames: Record<string, string> = {
   'mpi-allreduce-shm': 'OpenMPI shm',
@@ -60,13 +62,13 @@ for (const entry of readdirSync(root)) {
   }
   const floor = /^floor-(engine-thread|caller-only)\.rep\d+\.json$/.exec(entry);
   if (floor) floors.push({ mode: floor[1] as string, ...(JSON.parse(readFileSync(path, 'utf8')) as { meanUs: number }) });
-  const rr = /^ringreduce(-inplace)?-np(\d+)\.rep\d+\.json$/.exec(entry);
+  const rr = /^ringreduce(-inplace|-callerthread)?-np(\d+)\.rep\d+\.json$/.exec(entry);
   if (rr) {
     const report = JSON.parse(readFileSync(path, 'utf8')) as {
       rows: { bytes: number; timeUs: number }[];
       machine: { before: string };
     };
-    const label = `np${rr[2]} ${rr[1] ? kInPlace : 'ringreduce'}`;
+    const label = `np${rr[2]} ${rr[1] === '-inplace' ? kInPlace : rr[1] === '-callerthread' ? kCallerThread : 'ringreduce'}`;
     for (const row of report.rows) add(label, row.bytes, row.timeUs);
     idle.push(`${label}: ${report.machine.before}`);
   }
@@ -94,7 +96,7 @@ for (const [mode, name] of Object.entries(kFloorNames)) {
   if (times.length > 0) console.log(`| ${name} | ${fmtTime(median(times), 0)}${' | -'.repeat(Math.max(0, sizes.length - 1))} |`);
 }
 for (const np of [...new Set([...series.keys()].map((n) => n.split(' ')[0]))]) {
-  for (const variant of ['ringreduce', kInPlace]) {
+  for (const variant of ['ringreduce', kInPlace, kCallerThread]) {
     const rr = series.get(`${np} ${variant}`);
     if (!rr) continue;
     const ratios = sizes.map((b) => {
@@ -105,7 +107,7 @@ for (const np of [...new Set([...series.keys()].map((n) => n.split(' ')[0]))]) {
     });
     console.log(`| ${np} ${variant} ÷ best TCP peer | ${ratios.join(' | ')} |`);
     const gloo = series.get(`${np} Gloo TCP`);
-    if (variant === 'ringreduce' && gloo) {
+    if (variant !== kInPlace && gloo) {
       const toGloo = sizes.map((b) => {
         const mine = rr.get(b);
         const theirs = gloo.get(b);
