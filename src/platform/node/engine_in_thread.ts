@@ -24,6 +24,9 @@ export function startEngineInThread(init: EngineInit, events: EngineEvents): Eng
   let deliveryScheduled = false;
   let engine: Engine | undefined;
   let alive = true;
+  // Holds the loop while calls are pending whatever the transport (MPI's completions come from
+  // its own thread and hold nothing); ref() and unref() are cheap enough to toggle per call.
+  const holder = setInterval(() => {}, 2 ** 30);
   const deliver = () => {
     deliveryScheduled = false;
     const batch = toEngine;
@@ -79,8 +82,10 @@ export function startEngineInThread(init: EngineInit, events: EngineEvents): Eng
     takeSync: () => [],
     keepAlive(keep) {
       alive = keep;
+      if (keep) holder.ref();
+      else holder.unref();
       engine?.holdProcess(keep);
     },
-    terminate: () => started.then(() => {}),
+    terminate: () => started.then(() => clearInterval(holder)),
   };
 }
