@@ -30,8 +30,10 @@ export const kOrphanKillAfterMs = 1000;
 
 /**
  * The guard, in POSIX sh ($1: ringrun's pid). G holds " PGID:LABEL " tokens, spaces of a label
- * written as '_'. The wait after SIGTERM polls 5 times 0.2 s, and leaves as soon as every group
- * is gone.
+ * written as '_'. Once it has said why, the guard lets go of ringrun's stderr, so that whoever
+ * reads it sees its end without waiting for the guard. The wait after SIGTERM polls 5 times
+ * 0.2 s (kOrphanKillAfterMs) and ends as soon as every group is gone (a group of zombies, where
+ * nothing reaps the orphans, counts as there: it gets a harmless SIGKILL).
  */
 const kScript = `G=" "
 while IFS= read -r l; do
@@ -46,6 +48,7 @@ set -f
 W=""
 for t in $G; do W="$W, $(IFS=_; set -- \${t#*:}; IFS=" "; echo "$*") (pid \${t%%:*})"; done
 echo "ringrun: ringrun (pid $1) that started them is gone (killed, or crashed): stopping\${W#,} (SIGTERM, SIGKILL after ${kOrphanKillAfterMs / 1000} s)" >&2
+exec 2>/dev/null
 for t in $G; do kill -TERM -\${t%%:*}; kill -CONT -\${t%%:*}; done 2>/dev/null
 for i in 1 2 3 4 5; do
   sleep 0.2; a=0
