@@ -17,11 +17,10 @@
  * end comes from the kernel the moment ringrun's process is gone, so nothing polls while ringrun
  * lives. A ringrun that ends normally writes `end`: the guard leaves without a word.
  *
- * Remote ranks are guarded twice: their local ssh process is announced as any rank, and their
- * host's bootstrap stops them when the session's stdin ends (remote_shell.ts), which ringrun's
- * death also causes. Processes that ringrun did not start (mpirun's own ranks aside, mpirun
- * being announced) are never touched; a program run by mpirun, torchrun or Slurm is not
- * affected at all.
+ * Remote ranks need no guard: their host's bootstrap stops them when the session's stdin ends
+ * (remote_shell.ts), and ringrun's death ends it (ringrun holds the pipe's other end). mpirun is
+ * announced as a rank: its own SIGTERM handling stops its ranks. Nothing else is touched, and a
+ * program run by mpirun, torchrun or Slurm rather than ringrun has no guard at all.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 

@@ -69,7 +69,10 @@ export class RankProcess implements RankRunner {
     this.child = child;
     this.pid = child?.pid;
     const pid = this.pid;
-    if (pid !== undefined) spec.guard?.watch(pid, `rank ${spec.rank}`);
+    // A remote rank's bootstrap stops it when the session's stdin ends, which ringrun's death
+    // causes; a SIGTERM to the session's group could kill that bootstrap first (an ssh command
+    // that runs it here, such as the tests' netns-ssh), so only local ranks are guarded.
+    if (pid !== undefined && spec.remote === undefined) spec.guard?.watch(pid, `rank ${spec.rank}`);
     let markStarted: () => void = () => {};
     this.started = new Promise((resolve) => {
       markStarted = () => {
@@ -104,7 +107,7 @@ export class RankProcess implements RankRunner {
       }
       child.once('exit', (code, signal) => {
         this.exit = { rank: this.rank, pid: this.pid, code, signal, ...(this.host !== undefined && { host: this.host }) };
-        if (pid !== undefined) spec.guard?.unwatch(pid);
+        if (pid !== undefined && spec.remote === undefined) spec.guard?.unwatch(pid);
         child.stdin?.destroy(); // lets a remote watcher still holding the pipe go
         resolve(this.exit);
       });
