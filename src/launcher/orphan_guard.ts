@@ -58,6 +58,11 @@ for t in $G; do kill -KILL -\${t%%:*}; done 2>/dev/null
 exit 0
 `;
 
+/** The guard's command line (`sh -c SCRIPT ringrun-guard PID`; the name shows in ps). */
+export function guardArgv(launcherPid: number): string[] {
+  return ['sh', '-c', kScript, 'ringrun-guard', String(launcherPid)];
+}
+
 /** What a launcher tells the guard of the process groups it starts. */
 export interface ProcessGuard {
   /** Guards the process group `pgid`, named `label` (`rank 3`, `mpirun`) in the guard's message. */
@@ -102,7 +107,8 @@ export class OrphanGuard implements ProcessGuard {
   private start(): ChildProcess | undefined {
     if (this.child !== undefined) return this.child;
     try {
-      this.child = spawn('sh', ['-c', kScript, 'ringrun-guard', String(this.launcherPid)], {
+      const [command, ...args] = guardArgv(this.launcherPid);
+      this.child = spawn(command as string, args, {
         stdio: ['pipe', 'ignore', 'inherit'],
         detached: true,
       });
