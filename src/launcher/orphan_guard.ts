@@ -85,7 +85,7 @@ export class OrphanGuard implements ProcessGuard {
   }
 
   unwatch(pgid: number): void {
-    this.send(`-${pgid}`);
+    if (this.child !== undefined) this.send(`-${pgid}`);
   }
 
   /** ringrun ends on purpose: the guard leaves, stopping nothing. */
@@ -113,11 +113,11 @@ export class OrphanGuard implements ProcessGuard {
         detached: true,
       });
     } catch {
-      this.closed = true; // no sh (E2BIG cannot happen here): run unguarded, as before
+      this.closed = true; // the guard cannot start: the job runs unguarded, as before it existed
       return undefined;
     }
     this.child.on('error', () => {
-      this.closed = true;
+      this.closed = true; // no sh (ENOENT comes here, not from spawn): unguarded
     });
     this.child.stdin?.on('error', () => {}); // the guard gone (killed by someone): nothing to do
     // The guard must not keep ringrun alive, nor ringrun wait for it.
