@@ -106,7 +106,7 @@ describe('ringrun --elastic per node, across network namespaces', { skip, timeou
     await committedWith(4, 'a commit of both first nodes');
     const cutOff = launcher(2, env);
     await committedWith(6, 'a commit with the third node');
-    await sleep(200); // a few steps on
+    await sleep(100); // a few steps on
     const cutAt = Date.now();
     (net as Net).cut(2);
     await committedWith(4, 'a commit of the nodes left after the cut');
@@ -117,7 +117,7 @@ describe('ringrun --elastic per node, across network namespaces', { skip, timeou
         .map((name) => Number(readFileSync(join(pids, name), 'utf8')));
     const orphans = workersOf(k);
     assert.equal(orphans.length, 2, `pid files: ${readdirSync(pids).join(', ')}`);
-    await sleep(200);
+    await sleep(100);
     const killedAt = Date.now();
     killed.child.kill('SIGKILL');
     while (orphans.some(running) && Date.now() - killedAt < 5000) await sleep(20);
