@@ -20,6 +20,7 @@ import type { EngineSettings } from './env_contract.js';
 import { type HostSlots, parseHostfile, parseHostList } from './hosts.js';
 import type { LaunchConfig, RunIo } from './launch_config.js';
 import { parsePerNode } from './node_args.js';
+import { OrphanGuard } from './orphan_guard.js';
 import { attemptIo, withRestarts } from './restarts.js';
 import { runJob } from './run_job.js';
 import { runMpi } from './run_mpi.js';
@@ -450,22 +451,28 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
         ? (config: LaunchConfig, io: RunIo) => runElastic(config, elastic, io)
         : (config: LaunchConfig, io: RunIo) =>
             withRestarts(config.maxRestarts, (attempt) => once(config, config.maxRestarts > 0 ? attemptIo(io, attempt) : io), io);
-  return (parsed.dashboard ? withDashboard(parsed.dashboard, run) : run)(parsed.config, {
-    env: process.env,
-    cwd: process.cwd(),
-    stderrIsTty: process.stderr.isTTY === true,
-    stdout,
-    stderr,
-    log,
-    debug: verbose ? log : () => {},
-    onInterrupt(handler) {
-      const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-      for (const signal of signals) process.on(signal, handler);
-      return () => {
-        for (const signal of signals) process.off(signal, handler);
-      };
-    },
-  });
+  const guard = new OrphanGuard();
+  try {
+    return await (parsed.dashboard ? withDashboard(parsed.dashboard, run) : run)(parsed.config, {
+      env: process.env,
+      cwd: process.cwd(),
+      stderrIsTty: process.stderr.isTTY === true,
+      stdout,
+      stderr,
+      log,
+      debug: verbose ? log : () => {},
+      onInterrupt(handler) {
+        const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+        for (const signal of signals) process.on(signal, handler);
+        return () => {
+          for (const signal of signals) process.off(signal, handler);
+        };
+      },
+      guard,
+    });
+  } finally {
+    guard.close();
+  }
 }
 
 /**

@@ -81,7 +81,15 @@ export function spawnWorker(launch: WorkerLaunch, number: number, id: string, ho
     const env: NodeJS.ProcessEnv = { ...io.env, ...allocatorEnv(io.env), ...contract };
     // Rank and size come from the generations; stale ones in ringrun's environment would mislead.
     for (const name of kPlacementVariables) delete env[name];
-    return new RankProcess({ rank: number, command: config.command, args: config.args, env, sinks, tailLines: 10 });
+    return new RankProcess({
+      rank: number,
+      command: config.command,
+      args: config.args,
+      env,
+      sinks,
+      tailLines: 10,
+      guard: io.guard,
+    });
   }
   const env: Record<string, string> = { ...ringreduceEnv(io.env), ...contract };
   for (const name of kPlacementVariables) delete env[name];
@@ -93,6 +101,7 @@ export function spawnWorker(launch: WorkerLaunch, number: number, id: string, ho
     env: io.env,
     sinks,
     tailLines: 10,
+    guard: io.guard,
     remote: { host, marker: launch.marker, stdin: remoteScript(launch.marker, env, io.cwd, config.command, config.args) },
   });
 }

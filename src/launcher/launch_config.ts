@@ -1,6 +1,7 @@
 /** What the launcher's front (cli.ts) hands to the ways of running a job (run_job.ts, run_mpi.ts). */
 import type { EngineSettings } from './env_contract.js';
 import type { HostSlots } from './hosts.js';
+import type { ProcessGuard } from './orphan_guard.js';
 
 /** Everything a job needs, validated. */
 export interface LaunchConfig {
@@ -89,6 +90,8 @@ export interface RunIo {
   debug(message: string): void;
   /** Calls `handler` on every interrupt until the returned function is called. */
   onInterrupt(handler: (signal: NodeJS.Signals) => void): () => void;
+  /** Stops the ranks' process groups if ringrun dies without stopping them (orphan_guard.ts); none in tests. */
+  guard?: ProcessGuard;
 }
 
 /** ringrun --elastic's settings (elastic_driver.ts). */

@@ -9,6 +9,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
+import type { ProcessGuard } from './orphan_guard.js';
 import { OutputPrefixer, rankPrefix } from './output_prefixer.js';
 import { groupAlive, processState, signalGroup } from './process_group.js';
 import { findRankError, linesToShow, type RankError } from './rank_error.js';
@@ -29,6 +30,8 @@ export interface RankSpec {
   tailLines: number;
   /** A remote rank: the host, the script for the session's stdin, and the line that says it started. */
   remote?: { host: string; stdin: string; marker: string };
+  /** Stops the rank's group should ringrun die without doing so (orphan_guard.ts). */
+  guard?: ProcessGuard;
 }
 
 export class RankProcess implements RankRunner {
@@ -65,6 +68,11 @@ export class RankProcess implements RankRunner {
     }
     this.child = child;
     this.pid = child?.pid;
+    const pid = this.pid;
+    // A remote rank's bootstrap stops it when the session's stdin ends, which ringrun's death
+    // causes; a SIGTERM to the session's group could kill that bootstrap first (an ssh command
+    // that runs it here, such as the tests' netns-ssh), so only local ranks are guarded.
+    if (pid !== undefined && spec.remote === undefined) spec.guard?.watch(pid, `rank ${spec.rank}`);
     let markStarted: () => void = () => {};
     this.started = new Promise((resolve) => {
       markStarted = () => {
@@ -99,6 +107,7 @@ export class RankProcess implements RankRunner {
       }
       child.once('exit', (code, signal) => {
         this.exit = { rank: this.rank, pid: this.pid, code, signal, ...(this.host !== undefined && { host: this.host }) };
+        if (pid !== undefined && spec.remote === undefined) spec.guard?.unwatch(pid);
         child.stdin?.destroy(); // lets a remote watcher still holding the pipe go
         resolve(this.exit);
       });

@@ -159,7 +159,7 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
           if (timeline !== undefined) {
             env[kEnv.timeline] = p.local ? timeline.rankPath : TimelineFiles.remotePath(contract.jobId);
           }
-          const base = { rank: p.rank, sinks: sinks(p.rank), tailLines: 10 };
+          const base = { rank: p.rank, sinks: sinks(p.rank), tailLines: 10, guard: io.guard };
           if (p.local) return { ...base, command: config.command, args: config.args, env: { ...io.env, ...env } };
           const remoteEnv = { ...ringreduceEnv(io.env), ...env };
           const argv = sshArgv({ ...config.ssh, connectTimeoutS: Math.max(1, Math.ceil(startTimeoutMs / 1000)) }, p.host);

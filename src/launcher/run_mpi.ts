@@ -51,6 +51,11 @@ export function runMpi(config: LaunchConfig, io: RunIo): Promise<number> {
   io.debug(`mpirun ${argv.join(' ')}`);
   return new Promise((resolve) => {
     const child = spawn('mpirun', argv, { env: { ...io.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const pid = child.pid;
+    if (pid !== undefined) {
+      io.guard?.watch(pid, 'mpirun');
+      child.once('exit', () => io.guard?.unwatch(pid));
+    }
     // Whole lines only, so a tag cut between two chunks is still found.
     const stdout = new OutputPrefixer('', (text) => io.stdout(retagMpiOutput(text)));
     const stderr = new OutputPrefixer('', (text) => io.stderr(retagMpiOutput(text)));

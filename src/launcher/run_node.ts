@@ -240,6 +240,7 @@ class NodeRun {
         env,
         tailLines: 10,
         sinks: { stdout: io.stdout, stderr: io.stderr, line: logs?.lineSink(rank) },
+        guard: io.guard,
       };
     });
   }

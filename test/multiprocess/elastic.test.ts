@@ -11,35 +11,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { elasticReports, expectedValue } from './fixtures/elastic_reports.js';
 import { cleanEnv, RingrunRun } from './fixtures/ringrun_harness.js';
 
 const kJob = fileURLToPath(new URL('./fixtures/elastic_job.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'ringreduce-elastic-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-interface Report {
-  worker: string;
-  rank: number;
-  size: number;
-  generation: number;
-  resets: number;
-  value: number[];
-  sizes: number[];
-  recoveredAt: number[];
-}
-
-function reports(stdout: string): Report[] {
-  return stdout
-    .split('\n')
-    .filter((line) => line.includes('ELASTIC-REPORT '))
-    .map((line) => JSON.parse(line.slice(line.indexOf('ELASTIC-REPORT ') + 15)) as Report)
-    .sort((a, b) => a.rank - b.rank);
-}
-
-/** What the values must be: each committed step allreduced [1, rank] over the ranks of that step. */
-function expected(sizes: readonly number[]): number[] {
-  return sizes.reduce(([a, b], n) => [a + n, b + (n * (n - 1)) / 2], [0, 0]);
-}
 
 async function elastic(args: string[], env: Record<string, string>, limitMs = 60_000) {
   const run = new RingrunRun(['--elastic', ...args, 'node', kJob], cleanEnv(env), limitMs);
@@ -59,7 +36,7 @@ for (const victim of ['w1', 'w0']) {
       run.stderr,
       new RegExp(`worker ${victim} \\(rank ${victim.slice(1)} of generation 1\\) was killed by SIGKILL; 3 left`),
     );
-    const done = reports(finished.stdout);
+    const done = elasticReports(finished.stdout);
     assert.deepEqual(
       done.map((r) => r.rank),
       [0, 1, 2],
@@ -74,7 +51,7 @@ for (const victim of ['w1', 'w0']) {
     const sizes = done[0]?.sizes ?? [];
     // Steps 0..9 committed with 4 ranks; the step that failed is redone with 3.
     assert.deepEqual(sizes, [...new Array(10).fill(4), ...new Array(20).fill(3)]);
-    assert.deepEqual(done[0]?.value, expected(sizes));
+    assert.deepEqual(done[0]?.value, expectedValue(sizes));
     const recovery = Math.max(...done.map((r) => r.recoveredAt[0] ?? Number.NaN)) - Number(readFileSync(killedAt, 'utf8'));
     assert.ok(recovery < 3000, `recovered in ${recovery} ms`);
   });
@@ -113,7 +90,7 @@ test('a discovery script that offers a fifth slot grows the job at a commit; the
   const finished = await run.finished;
   assert.equal(finished.code, 0, run.stderr);
   assert.match(run.stderr, /1 new slot: 4 -> 5 workers/);
-  const done = reports(finished.stdout);
+  const done = elasticReports(finished.stdout);
   assert.equal(done.length, 5);
   const sizes = done[0]?.sizes ?? [];
   assert.ok(sizes.includes(4) && sizes.includes(5), `history ${sizes.join('')}`);
@@ -121,7 +98,7 @@ test('a discovery script that offers a fifth slot grows the job at a commit; the
   for (const report of done) {
     assert.equal(report.size, 5);
     assert.deepEqual(report.sizes, sizes, `${report.worker} has the same history, the newcomer included`);
-    assert.deepEqual(report.value, expected(sizes));
+    assert.deepEqual(report.value, expectedValue(sizes));
   }
   assert.equal(done.find((r) => r.worker === 'w4')?.rank, 4, 'the new worker comes last');
 });

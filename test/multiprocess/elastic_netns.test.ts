@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { after, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { elasticReports, expectedValue, phases } from './fixtures/elastic_reports.js';
 import { createNet, type Net } from './fixtures/netns.js';
 import { cleanEnv, cleanUp, pidsIn, RingrunRun, running, tempDir } from './fixtures/ringrun_harness.js';
 
@@ -24,35 +25,6 @@ after(() => {
   if ('destroy' in net) net.destroy();
   cleanUp(dir);
 });
-
-interface Report {
-  worker: string;
-  rank: number;
-  size: number;
-  /** localRank, localSize, crossRank, crossSize */
-  placement: number[];
-  value: number[];
-  sizes: number[];
-  recoveredAt: number[];
-}
-
-function reports(stdout: string): Report[] {
-  return stdout
-    .split('\n')
-    .filter((line) => line.includes('ELASTIC-REPORT '))
-    .map((line) => JSON.parse(line.slice(line.indexOf('ELASTIC-REPORT ') + 15)) as Report)
-    .sort((a, b) => a.rank - b.rank);
-}
-
-/** Each committed step allreduced [1, rank] over the ranks of that step. */
-function expected(sizes: readonly number[]): number[] {
-  return sizes.reduce(([a, b], n) => [a + n, b + (n * (n - 1)) / 2], [0, 0]);
-}
-
-/** The sizes with runs collapsed: [3, 3, 2, 2, 3] -> [3, 2, 3]. */
-function phases(sizes: readonly number[]): number[] {
-  return sizes.filter((n, i) => i === 0 || sizes[i - 1] !== n);
-}
 
 it('3 hosts: one cut off mid-job leaves, the survivors go on from the last commit, a fourth host joins', {
   timeout: 45_000,
@@ -106,14 +78,14 @@ it('3 hosts: one cut off mid-job leaves, the survivors go on from the last commi
   assert.equal(finished.code, 0, finished.stderr);
   assert.match(finished.stderr, new RegExp(`worker w2 on ${hosts[2]?.replaceAll('.', '\\.')} did not ask for a new generation`));
   assert.match(finished.stderr, /1 new slot: 2 -> 3 workers/);
-  const done = reports(finished.stdout);
+  const done = elasticReports(finished.stdout);
   assert.equal(done.length, 3, finished.stdout);
   const sizes = done[0]?.sizes ?? [];
   assert.deepEqual(phases(sizes), [3, 2, 3], `history ${sizes.join('')}`);
   for (const report of done) {
     assert.equal(report.size, 3);
     assert.deepEqual(report.sizes, sizes, `${report.worker} has the same history`);
-    assert.deepEqual(report.value, expected(sizes), `${report.worker} has the values the history implies`);
+    assert.deepEqual(report.value, expectedValue(sizes), `${report.worker} has the values the history implies`);
   }
   assert.deepEqual(done.map((r) => r.worker).slice(0, 2), ['w0', 'w1'], 'the survivors keep their order');
   assert.deepEqual(
