@@ -132,6 +132,7 @@ export async function createTcpTransport(config: TcpTransportConfig): Promise<Tc
     shareFate: true,
     heartbeatMs: config.heartbeatMs ?? 0,
     ...(config.sharedMemory === undefined ? {} : { sharedMemory: config.sharedMemory }),
+    ...(config.log === undefined ? {} : { warn: (message: string) => config.log?.warn(message) }),
   };
   if (size === 1) return handle(new TcpTransport(rank, size, [], transportOptions), null);
 

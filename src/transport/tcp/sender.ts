@@ -48,6 +48,8 @@ export class PeerSender {
   constructor(
     private readonly socket: net.Socket,
     private readonly onWriteError: (error: Error) => void,
+    /** The lane failed to write (tmpfs full or gone) and was dropped for the socket. */
+    private readonly onLaneLost: (error: unknown) => void = () => {},
   ) {}
 
   /** The peer accepted the lane: data payloads that fit go through it from now on. */
@@ -96,11 +98,12 @@ export class PeerSender {
       if (slot === undefined) return false;
       try {
         lane.write(slot, payload);
-      } catch {
+      } catch (error) {
         // tmpfs full or gone: this and every later message take the socket.
         lane.release(slot);
         this.lane = undefined;
         lane.close();
+        this.onLaneLost(error);
         this.write(kind, tag, payload, op);
         return true;
       }

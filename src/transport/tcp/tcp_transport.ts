@@ -86,6 +86,8 @@ export interface TcpTransportOptions {
   heartbeatMs?: number;
   /** Offer every peer a shared-memory lane for large data messages (see above); unset: none. */
   sharedMemory?: ShmLaneOptions;
+  /** Says, once per transport, that the lane could not be used (a full /dev/shm): slower, not wrong. */
+  warn?: (message: string) => void;
 }
 
 interface Peer {
@@ -125,12 +127,15 @@ export class TcpTransport implements Transport {
   private broken: PeerFailureError | null = null;
   private readonly liveness: Liveness | null = null;
   private readonly heartbeatMs: number;
+  /** The lane's loss was said (laneLost). */
+  private laneWarned = false;
   /** Whether the sockets keep the process alive (holdProcess). */
   private holding = true;
   private readonly companions: { hold(hold: boolean): void }[] = [];
   /** The engine has collectives pending (setActive). */
   private active = false;
   private readonly sharedMemory: ShmLaneOptions | undefined;
+  private readonly warn: ((message: string) => void) | undefined;
   /** Staging of large messages that arrive before their recv, reused (receiver.ts). */
   private readonly stagingPool = new BufferPool(kStagingRetainBytes);
 
@@ -148,6 +153,7 @@ export class TcpTransport implements Transport {
     };
     this.shareFate = options.shareFate ?? false;
     this.sharedMemory = options.sharedMemory;
+    this.warn = options.warn;
     this.heartbeatMs = Math.min(options.heartbeatMs ?? 0, Math.max(1, Math.floor(this.ioTimeoutMs / 3)));
     this.peers = new Array(size).fill(undefined);
     for (const link of links) this.peers[link.peer] = this.attach(link);
@@ -313,7 +319,11 @@ export class TcpTransport implements Transport {
             : { slots: inbox.slots, read: (slot, into) => inbox.read(slot, into), release: (slot) => this.credit(p, slot) };
         },
       }),
-      sender: new PeerSender(link.sendSocket, (error) => fail(`write failed: ${describeError(error)}`)),
+      sender: new PeerSender(
+        link.sendSocket,
+        (error) => fail(`write failed: ${describeError(error)}`),
+        (error) => this.laneLost(link.peer, error),
+      ),
       failure: null,
       sendFailure: null,
       drainTimer: null,
@@ -348,10 +358,22 @@ export class TcpTransport implements Transport {
     if (this.sharedMemory === undefined) return;
     try {
       p.outbox = new ShmOutbox(this.sharedMemory, `${this.rank}to${p.link.peer}`);
-    } catch {
+    } catch (error) {
+      // No such directory is a machine without one; anything else (full, read-only) is worth a word.
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.laneLost(p.link.peer, error);
       return;
     }
     p.sender.sendLink(kLinkShmOffer, encodeOffer(p.outbox.offer));
+  }
+
+  /** The lane to `peer` cannot be used: large messages take the socket (slower, still right); said once. */
+  private laneLost(peer: number, error: unknown): void {
+    if (this.laneWarned) return;
+    this.laneWarned = true;
+    const dir = this.sharedMemory?.dir ?? '/dev/shm';
+    this.warn?.(
+      `the shared-memory lane to rank ${peer} is off (${(error as Error)?.message ?? String(error)}): large messages between ranks of this host take the socket, which is slower. Give ${dir} more room (docker run --shm-size) or set RINGREDUCE_SHARED_MEMORY=0`,
+    );
   }
 
   /** A lane slot was read: hands it back, with the others read in the same burst. */
