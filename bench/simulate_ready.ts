@@ -5,8 +5,8 @@
  * the last rank has closed it. Messages cost α + b·β as in bench/simulate.ts, plus `o` seconds of
  * the sender's and the receiver's CPU per message (encoding, the system call, decoding and the
  * engine's handling; the α-β table has none), during which that rank sends nothing else.
- * Prints the markdown table of docs/performance.md's "Ready rounds: all-to-all or recursive
- * doubling"; the same virtual times every run.
+ * Prints the markdown table of docs/performance.md's "The control plane" (all-to-all against
+ * recursive doubling); the same virtual times every run.
  *
  *   node dist/bench/simulate_ready.js
  */

@@ -592,11 +592,10 @@ if (isMainThread && argv[0] === '--role=sender') {
     const ping = new Int32Array(sab, 0, 1),
       pong = new Int32Array(sab, 4, 1);
     for (let seq = 1; seq <= n; seq++) {
-      let x;
-      if (mode === 'wait') {
-        while ((x = Atomics.load(ping, 0)) !== seq && x !== -1) Atomics.wait(ping, 0, x);
-      } else {
-        while ((x = Atomics.load(ping, 0)) !== seq && x !== -1);
+      let x = Atomics.load(ping, 0);
+      while (x !== seq && x !== -1) {
+        if (mode === 'wait') Atomics.wait(ping, 0, x);
+        x = Atomics.load(ping, 0);
       }
       if (x === -1) break; // main stopped early
       Atomics.store(pong, 0, seq);
