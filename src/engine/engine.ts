@@ -59,6 +59,11 @@ export interface Unsettled {
 export interface EngineOptions {
   /** Holds the report while the caller is still submitting (worker only; see burst_gate.ts). */
   burstGate?: BurstGate;
+  /**
+   * Defers a set's report of newly queued calls so that the rest of a burst joins it. Unset:
+   * the next turn of the event loop (runSoon), after the burst's messages have arrived.
+   */
+  reportSoon?: (task: () => void) => void;
   /** Where the counters go: the caller's shared buffer (worker), or a buffer of its own. */
   stats?: StatsWriter;
   /** The host of every rank (topology.ts: exchanged at start-up); unset: not known, collectives run flat. */
@@ -101,6 +106,7 @@ export class Engine {
   /** Collects this thread's handles of fresh memory it is done with (see SharedMemoryReclaimer). */
   private readonly reclaimer: SharedMemoryReclaimer;
   private readonly burstGate: BurstGate | undefined;
+  private readonly reportSoon: ((task: () => void) => void) | undefined;
   private readonly autotune: AutotuneOptions | undefined;
   /** The host of every rank (topology.ts: exchanged at start-up); unset: not known, collectives run flat. */
   private readonly hosts: readonly number[] | undefined;
@@ -120,7 +126,8 @@ export class Engine {
     private readonly logger: Logger,
     options: EngineOptions = {},
   ) {
-    const { burstGate, stats = new StatsWriter(), hosts, browsers, timeline, collect, costModel, autotune } = options;
+    const { burstGate, stats = new StatsWriter(), hosts, browsers, timeline, collect, costModel, autotune, reportSoon } = options;
+    this.reportSoon = reportSoon;
     this.costModel = costModel;
     this.autotune = config.autotune ? (autotune ?? {}) : undefined;
     this.burstGate = burstGate;
@@ -273,6 +280,7 @@ export class Engine {
         stats: this.stats,
         hierarchy: layout && hierarchyOf(view, layout),
         hubs,
+        ...(this.reportSoon && { reportSoon: this.reportSoon }),
         // Only the world is tuned: its collectives are the job's steps.
         ...(id === 0 && this.autotune && { autotune: this.autotune }),
       },

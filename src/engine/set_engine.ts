@@ -41,6 +41,8 @@ import type { ControlMessage, ExecuteResponse, Request, Response } from './wire/
 export type SetMessage = ControlMessage & { type: 'requests' | 'responses' | 'ready' | 'ready-step' };
 
 export interface SetEngineSettings {
+  /** Defers the report of newly queued calls (EngineOptions.reportSoon); unset: runSoon. */
+  reportSoon?: (task: () => void) => void;
   /** The set's id (0: the world). */
   id: number;
   /** This rank's rank in the set, and the set's size. */
@@ -237,7 +239,7 @@ export class SetEngine {
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       const gate = this.burstGate;
-      runSoon(() => (gate ? gate.whenIdle(() => this.flush()) : this.flush()));
+      (this.settings.reportSoon ?? runSoon)(() => (gate ? gate.whenIdle(() => this.flush()) : this.flush()));
     }
   }
 

@@ -112,6 +112,36 @@ test("tcp with the engine on the caller's thread: a ...Sync call fails at once, 
   }
 });
 
+test("tcp with the engine on the caller's thread: a burst of named allreduces runs as one fused collective", async () => {
+  // The burst's submissions are all delivered before the report (engine_in_thread.ts), even
+  // with no burst hold at all.
+  const world = await startWorld(2, { engineThread: false, burstHoldMs: 0 });
+  try {
+    const steps = 6;
+    const tensors = 20;
+    for (let step = 0; step < steps; step++) {
+      const sums = await Promise.all(
+        world.map((rr) =>
+          // 1 KiB each: past the eager path's 64 bytes, so every tensor runs in an execution.
+          Promise.all(Array.from({ length: tensors }, (_, i) => rr.allreduce(new Float32Array(256).fill(i), { name: `g${i}` }))),
+        ),
+      );
+      for (const rank of sums)
+        assert.deepEqual(
+          rank.map((s) => s[0]),
+          Array.from({ length: tensors }, (_, i) => 2 * i),
+        );
+    }
+    for (const rr of world) {
+      const { executed, executions } = rr.stats();
+      assert.equal(executed, steps * tensors);
+      assert.equal(executions, steps, `${executed} collectives in ${executions} runs`);
+    }
+  } finally {
+    await stopWorld(world);
+  }
+});
+
 test('memory backend: a ...Sync call fails at once, naming the reason, and the rank goes on', async () => {
   const world = startMemoryWorld(2);
   try {

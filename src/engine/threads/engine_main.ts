@@ -68,6 +68,11 @@ export interface EngineHost {
   takePosted?(): ToEngine[];
   /** Posts the completions of one turn to the caller, as one message. */
   post(batch: FromEngine[]): void;
+  /**
+   * Defers a report so the rest of a burst joins it (EngineOptions.reportSoon). Unset: the
+   * next turn of the event loop, by which a worker's channel has delivered the burst.
+   */
+  reportSoon?(task: () => void): void;
   /** Nothing more will be posted: closes the channel to the caller. */
   close(): void;
   /** The trace of this rank's phases, when the configuration asks for one and the host can write it. */
@@ -275,6 +280,7 @@ export async function runEngine(host: EngineHost): Promise<void> {
   const log = autotuneLog !== undefined ? host.openAutotuneLog?.(autotuneLog, (message) => logger.warn(message)) : undefined;
   const engine = new Engine(config, connection.transport, (message) => settler.post(message), logger, {
     ...(gate && { burstGate: gate }),
+    ...(host.reportSoon && { reportSoon: (task: () => void) => host.reportSoon?.(task) }),
     stats: new StatsWriter(stats),
     ...(hosts && { hosts }),
     ...(browsers.includes(true) && { browsers }),

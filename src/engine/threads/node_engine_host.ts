@@ -18,7 +18,7 @@ import type { EngineHost, EngineObserver } from './engine_main.js';
 import type { EngineInit } from './worker_protocol.js';
 
 /** How the engine and its caller talk: the part of the host that depends on the engine's thread. */
-export type EngineChannel = Pick<EngineHost, 'listen' | 'takePosted' | 'post' | 'close'>;
+export type EngineChannel = Pick<EngineHost, 'listen' | 'takePosted' | 'post' | 'close' | 'reportSoon'>;
 
 /** The Node host of an engine started with `init`, talking over `channel`; `observer` also hears the engine's life. */
 export function nodeEngineHost(init: EngineInit, channel: EngineChannel, observer?: EngineObserver): EngineHost {
