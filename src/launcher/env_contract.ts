@@ -4,6 +4,7 @@
  * `process.env`: callers pass the base environment in, so the builder stays pure.
  */
 import { randomBytes } from 'node:crypto';
+import { kAgreedSettings } from '../core/agreed_settings.js';
 import { kEnv } from '../core/env_names.js';
 import type { LogLevel } from '../core/log_levels.js';
 
@@ -101,27 +102,21 @@ export function contractEnv(job: JobContract, placement: RankPlacement): Record<
 }
 
 /**
- * The settings every rank of a collective must share (they decide algorithms and message
- * lengths) or that the user set for the whole job, which a Node rank inherits from ringrun's
- * environment and a browser rank, which inherits nothing, must be given.
+ * The settings every rank of a collective must share (the table's agreed ones: they decide
+ * algorithms and message lengths; core/agreed_settings.ts) or that the user set for the whole
+ * job, which a Node rank inherits from ringrun's environment and a browser rank, which inherits
+ * nothing, must be given.
  */
-const kJobWideVariables = [
+export const kJobWideVariables: readonly string[] = Object.freeze([
   kEnv.startTimeoutMs,
   kEnv.ioTimeoutMs,
   kEnv.stallTimeoutMs,
   kEnv.stallWarningMs,
   kEnv.heartbeatMs,
   kEnv.logLevel,
-  kEnv.fusionThresholdBytes,
-  kEnv.cacheCapacity,
-  kEnv.segmentBytes,
-  kEnv.hierarchicalAllreduce,
-  kEnv.hierarchicalAllgather,
   kEnv.burstHoldMs,
-  kEnv.readyExchange,
-  kEnv.algorithms,
-  kEnv.autotune,
-] as const;
+  ...kAgreedSettings.map((s) => s.env),
+]);
 
 /** The job-wide settings set in `env` (ringrun's environment), for a rank that does not inherit it. */
 export function jobWideEnv(env: Readonly<Record<string, string | undefined>>): Record<string, string> {
