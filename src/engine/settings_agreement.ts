@@ -10,9 +10,8 @@
  * setting differs and which rank has which value; every rank builds the same message from them.
  */
 import { ringAllgather } from '../algorithms/ring_allgather.js';
-import { agreedSettingsText, describeDisagreement, digestOf } from '../core/agreed_settings.js';
 import { MismatchError } from '../core/errors.js';
-import type { SettingName } from '../core/settings.js';
+import { describeDisagreement, digestOf } from '../core/settings_disagreement.js';
 import type { Transport } from '../transport/transport.js';
 import { kStartupTag } from './wire/tags.js';
 
@@ -28,8 +27,8 @@ export class SettingsAgreement {
   readonly stamp: SettingsStamp;
   private readonly encoded: Uint8Array;
 
-  constructor(settings: Readonly<Record<SettingName, unknown>>) {
-    const text = agreedSettingsText(settings);
+  /** `text`: this rank's agreed settings, as the caller's thread wrote them (core/agreed_settings.ts). */
+  constructor(text: string) {
     this.encoded = new TextEncoder().encode(text);
     this.stamp = { digest: digestOf(text), bytes: this.encoded.length };
   }

@@ -4,7 +4,6 @@
  * `process.env`: callers pass the base environment in, so the builder stays pure.
  */
 import { randomBytes } from 'node:crypto';
-import { kAgreedSettings } from '../core/agreed_settings.js';
 import { kEnv } from '../core/env_names.js';
 import type { LogLevel } from '../core/log_levels.js';
 
@@ -102,10 +101,11 @@ export function contractEnv(job: JobContract, placement: RankPlacement): Record<
 }
 
 /**
- * The settings every rank of a collective must share (the table's agreed ones: they decide
- * algorithms and message lengths; core/agreed_settings.ts) or that the user set for the whole
- * job, which a Node rank inherits from ringrun's environment and a browser rank, which inherits
- * nothing, must be given.
+ * The settings every rank of a collective must share (they decide algorithms and message
+ * lengths: the table's rows marked `agree`, which test/unit/agreed_settings.test.ts checks are
+ * all here; not derived from the table, which would load its schemas into ringrun) or that the
+ * user set for the whole job, which a Node rank inherits from ringrun's environment and a
+ * browser rank, which inherits nothing, must be given.
  */
 export const kJobWideVariables: readonly string[] = Object.freeze([
   kEnv.startTimeoutMs,
@@ -114,8 +114,16 @@ export const kJobWideVariables: readonly string[] = Object.freeze([
   kEnv.stallWarningMs,
   kEnv.heartbeatMs,
   kEnv.logLevel,
+  kEnv.fusionThresholdBytes,
+  kEnv.cacheCapacity,
+  kEnv.segmentBytes,
+  kEnv.hierarchicalAllreduce,
+  kEnv.hierarchicalAllgather,
   kEnv.burstHoldMs,
-  ...kAgreedSettings.map((s) => s.env),
+  kEnv.readyExchange,
+  kEnv.costModel,
+  kEnv.algorithms,
+  kEnv.autotune,
 ]);
 
 /** The job-wide settings set in `env` (ringrun's environment), for a rank that does not inherit it. */

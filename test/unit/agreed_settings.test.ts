@@ -1,8 +1,9 @@
 /** The agreed settings' canonical text, digest and message (core/agreed_settings.ts), and ringrun forwarding them to browser ranks. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { agreedSettingsText, describeDisagreement, digestOf, kAgreedSettings } from '../../src/core/agreed_settings.js';
+import { agreedSettingsText, kAgreedSettings } from '../../src/core/agreed_settings.js';
 import { resolveConfig } from '../../src/core/config.js';
+import { describeDisagreement, digestOf } from '../../src/core/settings_disagreement.js';
 import { jobWideEnv, kJobWideVariables } from '../../src/launcher/env_contract.js';
 
 const text = (options: Parameters<typeof resolveConfig>[0], env: Record<string, string> = {}) =>
@@ -36,8 +37,8 @@ test('the same values give the same text whether an option or a variable sets th
   assert.equal(text({ stallTimeoutMs: 5, logLevel: 'debug', burstHoldMs: 0 }), defaults);
   assert.equal(digestOf(text({ segmentBytes: 4194304 })), digestOf(defaults));
   assert.notEqual(digestOf(text({ segmentBytes: 1048576 })), digestOf(defaults));
-  assert.match(defaults, /^RINGREDUCE_FUSION_THRESHOLD_BYTES=16777216\n/m);
-  assert.match(defaults, /^RINGREDUCE_ALGORITHMS=unset$/m);
+  assert.match(defaults, /^RINGREDUCE_FUSION_THRESHOLD_BYTES \(init option fusionThresholdBytes\)=16777216\n/);
+  assert.match(defaults, /^RINGREDUCE_ALGORITHMS \(init option algorithms\)=unset$/m);
 });
 
 test('the message names each setting that differs and which ranks have which value', () => {

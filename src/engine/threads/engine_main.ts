@@ -198,7 +198,7 @@ export async function runEngine(host: EngineHost): Promise<void> {
     [topology, costModel] = await (async () => {
       // Before anything else runs on the settings (the cost probe is the first): ranks that
       // disagree would hang or compute wrongly, so every rank's init() fails naming what differs.
-      const agreement = new SettingsAgreement(config);
+      const agreement = new SettingsAgreement(host.init.agreedSettings);
       const found = await exchangeTopology(transport, config, host.browser === true, agreement.stamp);
       await agreement.check(transport, found.stamps);
       const started = performance.now();
