@@ -34,3 +34,18 @@ function canonical(value: unknown): string {
 export function agreedSettingsText(values: Readonly<Record<SettingName, unknown>>): string {
   return kAgreedSettings.map(({ name, env }) => `${env} (init option ${name})=${canonical(values[name])}`).join('\n');
 }
+
+/** What a rank's configuration must share beyond the table: the process sets defined at init(), ids and all. */
+interface SharedConfig {
+  readonly processSets: readonly (readonly number[])[];
+}
+
+/**
+ * The text the ranks compare: the agreed settings, then the process sets defined at init()
+ * (their ids follow their order, so ranks that list them differently would run one set's
+ * collectives on another's members).
+ */
+export function agreedConfigText(config: Readonly<Record<SettingName, unknown>> & SharedConfig): string {
+  const sets = config.processSets.length === 0 ? 'none' : config.processSets.map((ranks) => `[${ranks.join(',')}]`).join(' ');
+  return `${agreedSettingsText(config)}\ninit option processSets=${sets}`;
+}

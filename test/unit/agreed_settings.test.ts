@@ -1,7 +1,7 @@
 /** The agreed settings' canonical text, digest and message (core/agreed_settings.ts), and ringrun forwarding them to browser ranks. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { agreedSettingsText, kAgreedSettings } from '../../src/core/agreed_settings.js';
+import { agreedConfigText, agreedSettingsText, kAgreedSettings } from '../../src/core/agreed_settings.js';
 import { resolveConfig } from '../../src/core/config.js';
 import { describeDisagreement, digestOf } from '../../src/core/settings_disagreement.js';
 import { jobWideEnv, kJobWideVariables } from '../../src/launcher/env_contract.js';
@@ -39,6 +39,38 @@ test('the same values give the same text whether an option or a variable sets th
   assert.notEqual(digestOf(text({ segmentBytes: 1048576 })), digestOf(defaults));
   assert.match(defaults, /^RINGREDUCE_FUSION_THRESHOLD_BYTES \(init option fusionThresholdBytes\)=16777216\n/);
   assert.match(defaults, /^RINGREDUCE_ALGORITHMS \(init option algorithms\)=unset$/m);
+});
+
+test('the process sets defined at init() are compared too, in their order', () => {
+  const config = (processSets?: number[][]) =>
+    resolveConfig({ size: 4, rank: 0, storeAddress: 'h:1', ...(processSets && { processSets }) }, {});
+  assert.match(agreedConfigText(config()), /\ninit option processSets=none$/);
+  assert.match(
+    agreedConfigText(
+      config([
+        [0, 1],
+        [2, 3],
+      ]),
+    ),
+    /\ninit option processSets=\[0,1\] \[2,3\]$/,
+  );
+  const texts = [
+    agreedConfigText(
+      config([
+        [0, 1],
+        [2, 3],
+      ]),
+    ),
+    agreedConfigText(
+      config([
+        [2, 3],
+        [0, 1],
+      ]),
+    ),
+  ];
+  assert.deepEqual(describeDisagreement(texts), [
+    'init option processSets differs between ranks: rank 0 has [0,1] [2,3], rank 1 has [2,3] [0,1]',
+  ]);
 });
 
 test('the message names each setting that differs and which ranks have which value', () => {
