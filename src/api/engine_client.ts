@@ -14,6 +14,7 @@
  * The engine keeps the process alive only while a call is pending, so a script that forgets
  * shutdown() still exits.
  */
+import { agreedConfigText } from '../core/agreed_settings.js';
 import type { Config } from '../core/config.js';
 import { fromErrorRecord, type RingReduceError, ShutdownError, TimeoutError } from '../core/errors.js';
 import type { TypedArray } from '../core/types.js';
@@ -137,6 +138,7 @@ export class EngineClient implements EngineLink {
   static async start(config: Config, platform: Platform): Promise<EngineClient> {
     const init = {
       config,
+      agreedSettings: agreedConfigText(config),
       signal: new Int32Array(new SharedArrayBuffer(8)),
       stats: createStatsBuffer(),
       handOff: createHandOff(),

@@ -42,6 +42,14 @@ interface Setting<T, S extends z.ZodType<NonNullable<T>>> {
   readonly read: (env: Env, name: string) => T | undefined;
   /** The value when neither the option nor the variable sets it. */
   readonly fallback: NoInfer<T>;
+  /**
+   * Every rank of a job must have the same value: it decides what goes on the wire or which
+   * algorithm runs, so ranks that differ hang or compute wrongly. The ranks compare these at
+   * start-up and fail init() naming any that differ (engine/settings_agreement.ts); ringrun
+   * forwards them to browser ranks (launcher/env_contract.ts). Settings a rank's connections
+   * depend on (backend, tls) fail earlier, when the ranks connect, and are not marked.
+   */
+  readonly agree?: true;
 }
 
 function setting<T, S extends z.ZodType<NonNullable<T>>>(row: Setting<T, S>): Setting<T, S> {
@@ -135,26 +143,37 @@ export const kSettings = {
   backend: setting({ env: kEnv.backend, schema: z.enum(kBackends), read: oneOf(kBackends), fallback: 'auto' }),
   // 16 MiB, not Horovod's 64: packing costs two copies, and past 16 MiB the copies (and MPI's
   // own large-message path) cost more than the per-collective latency fusion saves (docs/performance.md).
+  // Agreed: a ready round fuses on every rank by its own threshold (ready_path.ts), without rank 0.
   fusionThresholdBytes: setting({
     env: kEnv.fusionThresholdBytes,
     schema: nonNegative(),
     read: atLeast(0),
     fallback: 16 * 1024 * 1024,
+    agree: true,
   }),
-  cacheCapacity: setting({ env: kEnv.cacheCapacity, schema: nonNegative(), read: atLeast(0), fallback: 1024 }),
+  // Agreed: every rank's cache must hold the same names at the same bits of the ready rounds' vectors.
+  cacheCapacity: setting({ env: kEnv.cacheCapacity, schema: nonNegative(), read: atLeast(0), fallback: 1024, agree: true }),
   // 4 MiB: fewer, larger messages win here (docs/performance.md has the figures against 256 KiB).
-  segmentBytes: setting({ env: kEnv.segmentBytes, schema: positive(), read: atLeast(1), fallback: 4 * 1024 * 1024 }),
+  segmentBytes: setting({
+    env: kEnv.segmentBytes,
+    schema: positive(),
+    read: atLeast(1),
+    fallback: 4 * 1024 * 1024,
+    agree: true,
+  }),
   hierarchicalAllreduce: setting({
     env: kEnv.hierarchicalAllreduce,
     schema: z.enum(kHierarchicalModes),
     read: oneOf(kHierarchicalModes, kOnOff),
     fallback: 'auto',
+    agree: true,
   }),
   hierarchicalAllgather: setting({
     env: kEnv.hierarchicalAllgather,
     schema: z.enum(kHierarchicalModes),
     read: oneOf(kHierarchicalModes, kOnOff),
     fallback: 'auto',
+    agree: true,
   }),
   // A burst of 100 calls takes about 1 ms here. Only bursts are held (a lone call never is), so
   // the hold delays just calls that a long computation follows within the same tick.
@@ -169,12 +188,15 @@ export const kSettings = {
     schema: z.enum(kReadyExchanges),
     read: oneOf(kReadyExchanges),
     fallback: 'auto',
+    agree: true,
   }),
   costModel: setting<CostModelSetting, z.ZodUnion<[z.ZodEnum<{ measure: 'measure'; off: 'off' }>, typeof kCostFiguresSchema]>>({
     env: kEnv.costModel,
     schema: z.union([z.enum(['measure', 'off']), kCostFiguresSchema]),
     read: readCostModel,
     fallback: 'measure',
+    // Agreed: the figures choose algorithms, and `measure` makes every rank join rank 0's probe.
+    agree: true,
   }),
   // Unset: every collective chooses its algorithm itself (docs/algorithms.md).
   algorithms: setting<AlgorithmsSetting | undefined, typeof kAlgorithmsSchema>({
@@ -182,8 +204,10 @@ export const kSettings = {
     schema: kAlgorithmsSchema,
     read: readAlgorithms,
     fallback: undefined,
+    agree: true,
   }),
-  autotune: setting({ env: kEnv.autotune, schema: z.boolean(), read: envFlag, fallback: false }),
+  // Agreed: an autotuning rank starts at the grid's largest fusion threshold and follows rank 0's trials.
+  autotune: setting({ env: kEnv.autotune, schema: z.boolean(), read: envFlag, fallback: false, agree: true }),
   autotuneLog: optionalText(kEnv.autotuneLog),
 } as const;
 

@@ -102,10 +102,12 @@ export function contractEnv(job: JobContract, placement: RankPlacement): Record<
 
 /**
  * The settings every rank of a collective must share (they decide algorithms and message
- * lengths) or that the user set for the whole job, which a Node rank inherits from ringrun's
- * environment and a browser rank, which inherits nothing, must be given.
+ * lengths: the table's rows marked `agree`, which test/unit/agreed_settings.test.ts checks are
+ * all here; not derived from the table, which would load its schemas into ringrun) or that the
+ * user set for the whole job, which a Node rank inherits from ringrun's environment and a
+ * browser rank, which inherits nothing, must be given.
  */
-const kJobWideVariables = [
+export const kJobWideVariables: readonly string[] = Object.freeze([
   kEnv.startTimeoutMs,
   kEnv.ioTimeoutMs,
   kEnv.stallTimeoutMs,
@@ -119,9 +121,10 @@ const kJobWideVariables = [
   kEnv.hierarchicalAllgather,
   kEnv.burstHoldMs,
   kEnv.readyExchange,
+  kEnv.costModel,
   kEnv.algorithms,
   kEnv.autotune,
-] as const;
+]);
 
 /** The job-wide settings set in `env` (ringrun's environment), for a rank that does not inherit it. */
 export function jobWideEnv(env: Readonly<Record<string, string | undefined>>): Record<string, string> {

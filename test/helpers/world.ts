@@ -15,13 +15,35 @@ export async function freePort(): Promise<number> {
   return address.port;
 }
 
-export async function startWorld(size: number, options: InitOptions = {}): Promise<RingReduce[]> {
-  const port = await freePort();
+/** Rank r's own options, over the world's (say, a setting only some ranks have). */
+export type PerRank = (rank: number) => InitOptions;
+
+export async function startWorld(size: number, options: InitOptions = {}, perRank?: PerRank): Promise<RingReduce[]> {
+  return Promise.all(initWorld(size, options, perRank));
+}
+
+/** Each rank's init() of a TCP world, unsettled: for tests that expect some or all of them to fail. */
+export async function initWorldSettled(
+  size: number,
+  options: InitOptions = {},
+  perRank?: PerRank,
+): Promise<PromiseSettledResult<RingReduce>[]> {
+  return Promise.allSettled(initWorld(size, options, perRank, await freePort()));
+}
+
+function initWorld(size: number, options: InitOptions, perRank: PerRank | undefined, port?: number): Promise<RingReduce>[] {
   const jobId = randomBytes(6).toString('hex');
-  return Promise.all(
-    Array.from({ length: size }, (_, rank) =>
-      RingReduce.init({ rank, size, storeAddress: `127.0.0.1:${port}`, jobId, logLevel: 'error', ...options }),
-    ),
+  const at = port === undefined ? freePort() : Promise.resolve(port);
+  return Array.from({ length: size }, async (_, rank) =>
+    RingReduce.init({
+      rank,
+      size,
+      storeAddress: `127.0.0.1:${await at}`,
+      jobId,
+      logLevel: 'error',
+      ...options,
+      ...perRank?.(rank),
+    }),
   );
 }
 

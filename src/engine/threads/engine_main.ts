@@ -22,6 +22,7 @@ import { Engine } from '../engine.js';
 import type { Entry } from '../negotiation/tensor_queue.js';
 import { BurstGate } from '../ready/burst_gate.js';
 import { StatsWriter } from '../reporting/stats.js';
+import { SettingsAgreement } from '../settings_agreement.js';
 import { exchangeTopology, type Topology } from '../topology.js';
 import { EngineRings, type RingCall } from './hand_off.js';
 import { type Settlement, SyncMailboxWriter } from './sync_mailbox.js';
@@ -200,7 +201,11 @@ export async function runEngine(host: EngineHost): Promise<void> {
     ({ backend, connection } = await connect(host));
     const { transport } = connection;
     [topology, costModel] = await (async () => {
-      const found = await exchangeTopology(transport, config, host.browser === true);
+      // Before anything else runs on the settings (the cost probe is the first): ranks that
+      // disagree would hang or compute wrongly, so every rank's init() fails naming what differs.
+      const agreement = new SettingsAgreement(host.init.agreedSettings);
+      const found = await exchangeTopology(transport, config, host.browser === true, agreement.stamp);
+      await agreement.check(transport, found.stamps);
       const started = performance.now();
       const model = await jobCostModel(transport, config.costModel);
       probeMs = performance.now() - started;

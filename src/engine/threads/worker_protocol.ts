@@ -16,6 +16,11 @@ import type { PeerRequest } from '../wire/peer_request.js';
 export interface EngineInit {
   config: Config;
   /**
+   * The canonical text of the settings every rank must share (core/agreed_settings.ts), written
+   * by the caller's thread, which has the settings table: the engine compares it at start-up.
+   */
+  agreedSettings: string;
+  /**
    * Int32Array over a SharedArrayBuffer: [kSignalCompletions] counts completions posted (a caller
    * blocked in a ...Sync call waits on it); [kSignalBurst] is 1 while the caller is inside a
    * synchronous burst of calls (engine/ready/burst_gate.ts).
