@@ -351,7 +351,7 @@ export class Engine {
     this.updateActivity();
   }
 
-  /** Whether the engine's sockets keep the process alive (the engine on the caller's thread: while calls are pending). */
+  /** Whether the engine's sockets keep the process alive (the engine on the caller's thread: never). */
   holdProcess(hold: boolean): void {
     this.transport.holdProcess?.(hold);
   }

@@ -65,8 +65,8 @@ export interface Transport {
   setActive?(active: boolean): void;
   /**
    * Whether the transport's sockets keep the process alive (Node). A worker's engine never
-   * asks; an engine on the caller's thread holds the process only while calls are pending, as
-   * the worker itself would (platform/node/engine_in_thread.ts).
+   * asks; an engine on the caller's thread lets go of them at start, and holds the process with
+   * a handle of its own while calls are pending (platform/node/engine_in_thread.ts).
    */
   holdProcess?(hold: boolean): void;
   close(): Promise<void>;

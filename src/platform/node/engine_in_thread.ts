@@ -8,12 +8,11 @@
  * program with the engine on its own thread loads none of it on the caller's.
  *
  * What the caller's thread then cannot do: block in a ...Sync call (the engine could not run
- * while it waits; calls.ts refuses them, naming this setting). And the engine's sockets keep
- * the process alive only while calls are pending (keepAlive), as a worker's would, so that a
- * program that ends without shutdown() still reaches 'beforeExit'.
+ * while it waits; calls.ts refuses them, naming this setting). And the process is held alive only
+ * while calls are pending (keepAlive), as a worker's would be, so that a program that ends
+ * without shutdown() still reaches 'beforeExit'.
  */
 import { RingReduceError } from '../../core/errors.js';
-import type { Engine } from '../../engine/engine.js';
 import type { EngineInit, FromEngine, ToEngine } from '../../engine/threads/worker_protocol.js';
 import type { EngineEvents, EngineThread } from '../platform.js';
 
@@ -22,10 +21,9 @@ export function startEngineInThread(init: EngineInit, events: EngineEvents): Eng
   let toEngine: ToEngine[] = [];
   let onMessage: ((message: ToEngine) => void) | undefined;
   let deliveryScheduled = false;
-  let engine: Engine | undefined;
-  let alive = true;
-  // Holds the loop while calls are pending whatever the transport (MPI's completions come from
-  // its own thread and hold nothing); ref() and unref() are cheap enough to toggle per call.
+  // Holds the loop while calls are pending, whatever the transport (MPI's completions come from
+  // its own thread and hold nothing); the engine's sockets never do (started, below), so a
+  // call's transition toggles this one handle instead of every socket.
   const holder = setInterval(() => {}, 2 ** 30);
   const deliver = () => {
     deliveryScheduled = false;
@@ -63,12 +61,7 @@ export function startEngineInThread(init: EngineInit, events: EngineEvents): Eng
             // delivery sees the whole burst, without waiting for the next turn of the loop.
             reportSoon: (task) => queueMicrotask(task),
           },
-          {
-            started(running) {
-              engine = running;
-              running.holdProcess(alive);
-            },
-          },
+          { started: (running) => running.holdProcess(false) },
         ),
       ),
     )
@@ -85,10 +78,8 @@ export function startEngineInThread(init: EngineInit, events: EngineEvents): Eng
     // calls.ts refuses ...Sync calls on this thread before they are made.
     takeSync: () => [],
     keepAlive(keep) {
-      alive = keep;
       if (keep) holder.ref();
       else holder.unref();
-      engine?.holdProcess(keep);
     },
     terminate: () => started.then(() => clearInterval(holder)),
   };

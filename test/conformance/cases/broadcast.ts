@@ -1,7 +1,7 @@
 /** Broadcast: from every root, every dtype, every length the issue names, inputs untouched, in place, the Sync twin. */
 import { allocShared, kDTypes } from '../../../src/core/dtypes.js';
 import { referenceInput } from '../../helpers/reference.js';
-import { type ConformanceCase, check, checkArray, checkJson, part, settleAll } from './case.js';
+import { type ConformanceCase, check, checkArray, checkJson, edgeCounts, part, settleAll } from './case.js';
 
 const everyRoot: ConformanceCase = {
   name: 'broadcast: from every root, every dtype, 1001 elements; no input modified',
@@ -26,7 +26,7 @@ const everyRoot: ConformanceCase = {
 const everyLength: ConformanceCase = {
   name: 'broadcast: every dtype, counts 0, 1, N-1, N, N+1, 1000, the root going round the ranks, all in flight at once',
   async run(rr, rank, size) {
-    const counts = [...new Set([0, 1, Math.max(0, size - 1), size, size + 1, 1000])];
+    const counts = edgeCounts(size);
     await settleAll(
       counts.flatMap((count, c) =>
         kDTypes.map((dtype, i) => {

@@ -59,6 +59,11 @@ export const kCombos: ReadonlyArray<{ dtype: DType; op: ReduceOp }> = kDTypes.fl
   opsFor(dtype).map((op) => ({ dtype, op })),
 );
 
+/** The counts where a collective's splitting goes wrong first: empty, one, around the rank count, and larger. */
+export function edgeCounts(size: number): number[] {
+  return [...new Set([0, 1, Math.max(0, size - 1), size, size + 1, 1000])];
+}
+
 export function describeError(error: unknown): string {
   if (error instanceof CheckError) return error.message;
   if (error instanceof Error) return `${error.name}: ${error.message}`;

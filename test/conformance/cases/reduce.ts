@@ -13,7 +13,17 @@ import { MismatchError } from '../../../src/core/errors.js';
 import type { DType, ReduceOp, TypedArray } from '../../../src/core/types.js';
 import { referenceAllreduce, referenceInput } from '../../helpers/reference.js';
 import { kLargeCount } from './allreduce.js';
-import { type ConformanceCase, check, checkArray, checkJson, checkRefused, kCombos, part, settleAll } from './case.js';
+import {
+  type ConformanceCase,
+  check,
+  checkArray,
+  checkJson,
+  checkRefused,
+  edgeCounts,
+  kCombos,
+  part,
+  settleAll,
+} from './case.js';
 import { mismatch } from './negotiation.js';
 
 type Variant = 'fresh' | 'out' | 'in place' | 'shaped';
@@ -66,7 +76,7 @@ async function reduceOnce(
 const smallCounts: ConformanceCase = {
   name: 'reduce: every dtype and op, counts 0, 1, N-1, N, N+1, 1000, the root going round the ranks, all in flight at once',
   async run(rr, rank, size) {
-    const counts = [...new Set([0, 1, Math.max(0, size - 1), size, size + 1, 1000])];
+    const counts = edgeCounts(size);
     await settleAll(
       counts.flatMap((count, c) =>
         kCombos.map(({ dtype, op }, i) => reduceOnce(rr, rank, size, { dtype, op, count, root: (c + i) % size })),

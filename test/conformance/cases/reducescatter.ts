@@ -15,7 +15,18 @@ import { MismatchError } from '../../../src/core/errors.js';
 import type { DType, ReduceOp, TypedArray } from '../../../src/core/types.js';
 import { evenSplits, offsetsOf, referenceAllreduce, referenceInput, referenceScaledAllreduce } from '../../helpers/reference.js';
 import { kLargeCount } from './allreduce.js';
-import { type ConformanceCase, check, checkArray, checkJson, checkRefused, kCombos, part, rowsOf, settleAll } from './case.js';
+import {
+  type ConformanceCase,
+  check,
+  checkArray,
+  checkJson,
+  checkRefused,
+  edgeCounts,
+  kCombos,
+  part,
+  rowsOf,
+  settleAll,
+} from './case.js';
 import { mismatch } from './negotiation.js';
 
 interface Scales {
@@ -66,7 +77,7 @@ async function reducescatterOnce(
 const smallCounts: ConformanceCase = {
   name: 'reducescatter: every dtype and op, 1-D, counts 0, 1, N-1, N, N+1, 1000, all in flight at once',
   async run(rr, rank, size) {
-    const counts = [...new Set([0, 1, Math.max(0, size - 1), size, size + 1, 1000])];
+    const counts = edgeCounts(size);
     await settleAll(
       counts.flatMap((count) => kCombos.map(({ dtype, op }) => reducescatterOnce(rr, rank, size, dtype, op, count))),
     );
