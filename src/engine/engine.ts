@@ -287,6 +287,7 @@ export class Engine {
       view,
       {
         send: (member, message) => this.sendTo(ranks[member] as number, message),
+        sendAll: (message) => this.sendToAll(ranks, message),
         post: (message) => this.post(message),
         fail: (error) => this.fail(error),
         failure: () => this.failure,
@@ -365,6 +366,17 @@ export class Engine {
   private sendTo(peer: number, message: ControlMessage): Promise<unknown> {
     if (this.failedPeers.has(peer)) return Promise.resolve();
     return this.transport.sendControl(peer, encodeControl(message)).catch((error) => this.fail(error));
+  }
+
+  /** Sends `message` to every rank of `ranks` but this one, encoded once; settles once the OS has them all. */
+  private sendToAll(ranks: readonly number[], message: ControlMessage): Promise<unknown> {
+    const bytes = encodeControl(message);
+    const sends: Promise<unknown>[] = [];
+    for (const peer of ranks) {
+      if (peer === this.config.rank || this.failedPeers.has(peer)) continue;
+      sends.push(this.transport.sendControl(peer, bytes).catch((error) => this.fail(error)));
+    }
+    return sends.length === 1 ? (sends[0] as Promise<unknown>) : Promise.all(sends);
   }
 
   private onControl(peer: number, payload: Uint8Array): void {

@@ -71,6 +71,8 @@ type Stamped = Entry & { submittedMs?: number };
 export interface SetEngineHooks {
   /** Sends a message of this set to a member (set rank). */
   send(member: number, message: SetMessage): Promise<unknown>;
+  /** Sends a message of this set to every other member (encoded once); settles once the OS has them all. */
+  sendAll(message: SetMessage): Promise<unknown>;
   /** Settles a call on the caller's side. */
   post(message: FromEngine): void;
   /** Breaks the job. */
@@ -372,12 +374,8 @@ export class SetEngine {
 
   /** Sends `message` to every other member; settles once the OS has them all. */
   private broadcast(message: ControlMessage): Promise<unknown> {
-    const sends: Promise<unknown>[] = [];
-    for (let member = 0; member < this.settings.size; member++) {
-      if (member === this.settings.rank) continue;
-      sends.push(this.hooks.send(member, { ...message, set: this.settings.id } as SetMessage));
-    }
-    return Promise.all(sends);
+    (message as { set?: number }).set = this.settings.id;
+    return this.hooks.sendAll(message as SetMessage);
   }
 
   private onDecision(message: SetMessage): void {

@@ -63,7 +63,7 @@ function world(mode: Mode, size: number, cap?: number) {
   const sentBefore = Array.from({ length: size }, () => new Set<number>());
   const inFlight: Message[] = [];
   const agreed: number[][] = Array.from({ length: size }, () => []);
-  const partial: Map<number, number[]>[] = [];
+  const partial: ReadonlyMap<number, readonly number[]>[] = [];
   const members: Member[] = [];
   for (let rank = 0; rank < size; rank++) {
     const prepare = (ready: readonly number[]) => {

@@ -150,6 +150,8 @@ export class Coordinator {
    * with the ranks that have them. Replaces the previous list; a name keeps its first time.
    */
   watchCached(names: readonly { request: Request; ranks: readonly number[] }[]): void {
+    // The steady state: nothing waited after the last round and nothing waits now.
+    if (names.length === 0 && this.cached.size === 0) return;
     const next = new Map<string, Pending>();
     for (const { request, ranks } of names) {
       const requests: (Request | undefined)[] = new Array(this.options.size).fill(undefined);

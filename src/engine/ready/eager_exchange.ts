@@ -63,7 +63,7 @@ export class EagerExchange {
   outgoing(
     ready: readonly number[],
     lookup: (id: number) => { request: Request; buffer: TypedArray } | undefined,
-  ): { ids: number[]; eager: EagerData[] } {
+  ): { ids: readonly number[]; eager: EagerData[] } {
     const eager: EagerData[] = [];
     let bytes = 0;
     for (const [i, id] of ready.entries()) {
@@ -76,7 +76,7 @@ export class EagerExchange {
       eager.push({ id, data: new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength) });
       this.sent.add(id);
     }
-    return { ids: [...ready], eager };
+    return { ids: ready, eager };
   }
 
   /** A peer's buffers from its report for `round`, copied out of the message (the transport may reuse its bytes). */

@@ -33,7 +33,7 @@ export class AllToAllExchange implements RoundExchange {
   }
 
   contribute(round: number, ready: readonly number[]): readonly number[] {
-    this.own = [...this.send(round, ready)];
+    this.own = this.send(round, ready);
     return this.own;
   }
 
@@ -47,13 +47,14 @@ export class AllToAllExchange implements RoundExchange {
   }
 
   take(round: number): RoundOutcome | undefined {
-    const byPeer = this.received.get(round) ?? new Map<number, readonly number[]>();
-    if (byPeer.size < this.size - 1) return undefined;
+    const byPeer = this.received.get(round);
+    if ((byPeer?.size ?? 0) < this.size - 1) return undefined;
+    // Every peer's contribution is here: the round's map becomes the outcome's.
+    const contributions = byPeer ?? new Map<number, readonly number[]>();
     this.received.delete(round);
-    const contributions = new Map(byPeer);
-    contributions.set(this.rank, this.own);
     let agreed = this.own;
-    for (const ids of byPeer.values()) agreed = intersect(agreed, ids);
+    for (const ids of contributions.values()) agreed = intersect(agreed, ids);
+    contributions.set(this.rank, this.own);
     this.own = [];
     return { agreed, contributions };
   }

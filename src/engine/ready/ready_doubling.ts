@@ -94,9 +94,9 @@ export function doublingSchedule(rank: number, size: number): Action[] {
 
 interface OpenRound {
   next: number;
-  ids: number[];
+  ids: readonly number[];
   decisions: number;
-  contributions: Map<number, number[]>;
+  contributions: Map<number, readonly number[]>;
   eager: OriginEagerData[];
   urgent: boolean;
 }
@@ -117,7 +117,7 @@ export class DoublingExchange implements RoundExchange {
     private readonly rank: number,
     size: number,
     /** What this rank contributes of `ready` (a prefix when its eager buffers would not fit), with those buffers. */
-    private readonly prepare: (ready: readonly number[]) => { ids: number[]; eager: EagerData[] },
+    private readonly prepare: (ready: readonly number[]) => { ids: readonly number[]; eager: EagerData[] },
     private readonly send: (peer: number, message: StepMessage) => void,
     /** Rank 0: the decision messages it has published so far (others are not asked). */
     private readonly published: () => number = () => 0,
@@ -226,7 +226,7 @@ export class DoublingExchange implements RoundExchange {
 }
 
 /** What each contribution holds beyond `and` (which is in all of them), for the ranks with anything more. */
-function beyond(contributions: ReadonlyMap<number, number[]>, and: readonly number[]): Contribution[] {
+function beyond(contributions: ReadonlyMap<number, readonly number[]>, and: readonly number[]): Contribution[] {
   const out: Contribution[] = [];
   const held = new Set(and);
   for (const [rank, ids] of contributions) {

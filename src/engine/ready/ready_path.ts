@@ -69,6 +69,8 @@ export class ReadyPath {
   private readonly eager: EagerExchange;
   /** Bounds how long this rank, with nothing pending, holds back its answer to a peer's round. */
   private answerTimer: NodeJS.Timeout | undefined;
+  /** When this rank began to hold back its answer to the open round (performance.now()); unset: it does not. */
+  private holdingSince: number | undefined;
   /** Ready rounds closed, and collectives agreed in them (for tests and diagnostics). */
   readonly counts = { rounds: 0, agreed: 0 };
 
@@ -182,18 +184,31 @@ export class ReadyPath {
     this.eager.withdraw(id);
   }
 
-  /** Starts or stops the grace timer of a held answer; call after every advance. */
+  /**
+   * Notes whether this rank holds its answer back; call after every advance. A latency loop
+   * holds one back on almost every call, for microseconds: the timer is not re-armed per call,
+   * it is left to run out and then looks at how long the answer held now has been held.
+   */
   armAnswerTimer(): void {
     if (!this.rounds.holdingAnswer) {
-      clearTimeout(this.answerTimer);
-      this.answerTimer = undefined;
-    } else if (!this.answerTimer) {
-      this.answerTimer = setTimeout(() => {
-        this.answerTimer = undefined;
-        this.rounds.answerNow();
-        this.hooks.advance();
-      }, kAnswerGraceMs);
+      this.holdingSince = undefined;
+      return;
     }
+    this.holdingSince ??= performance.now();
+    if (!this.answerTimer) this.answerTimer = setTimeout(() => this.onAnswerTimer(), kAnswerGraceMs);
+  }
+
+  private onAnswerTimer(): void {
+    this.answerTimer = undefined;
+    if (this.holdingSince === undefined) return;
+    const left = this.holdingSince + kAnswerGraceMs - performance.now();
+    if (left > 0) {
+      this.answerTimer = setTimeout(() => this.onAnswerTimer(), left);
+      return;
+    }
+    this.holdingSince = undefined;
+    this.rounds.answerNow();
+    this.hooks.advance();
   }
 
   /** Forgets everything ready (the rank failed or is shutting down); it still answers rounds. */
@@ -204,6 +219,8 @@ export class ReadyPath {
 
   close(): void {
     clearTimeout(this.answerTimer);
+    this.answerTimer = undefined;
+    this.holdingSince = undefined;
   }
 
   /** All-to-all: this rank's contribution to a ready round, with the buffers of its new eager ids. */

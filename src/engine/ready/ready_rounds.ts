@@ -47,12 +47,12 @@ import { ProtocolError } from '../../core/errors.js';
 export interface ClosedRound {
   round: number;
   /** Ids every rank reported ready, ascending: run these. */
-  agreed: number[];
+  agreed: readonly number[];
   /**
    * Ids some ranks but not all reported ready, with the ranks that did (for stall reports). Empty
    * on ranks whose exchange does not bring them every contribution (recursive doubling, rank > 0).
    */
-  partial: Map<number, number[]>;
+  partial: ReadonlyMap<number, readonly number[]>;
 }
 
 /** What an exchange knows once a round is complete on this rank. */
@@ -198,18 +198,20 @@ export class ReadyRounds {
 
   private close(outcome: RoundOutcome): ClosedRound {
     const round = this.closedCount;
-    const agreed = outcome.agreed.filter((id) => !this.blocked.has(id));
-    const partial = new Map<number, number[]>();
+    const blocked = this.blocked;
+    const agreed = blocked.size === 0 ? outcome.agreed : outcome.agreed.filter((id) => !blocked.has(id));
+    // The steady state agrees on everything reported: no map unless some id is partial.
+    let partial: Map<number, number[]> | undefined;
     if (outcome.contributions) {
       for (let rank = 0; rank < this.size; rank++) {
         for (const id of outcome.contributions.get(rank) ?? []) {
-          if (this.blocked.has(id)) continue;
+          if (blocked.has(id) || agreed.includes(id)) continue;
+          partial ??= new Map();
           const ranks = partial.get(id);
           if (ranks) ranks.push(rank);
           else partial.set(id, [rank]);
         }
       }
-      for (const id of agreed) partial.delete(id);
     }
     for (const id of agreed) {
       this.ready.delete(id);
@@ -220,9 +222,12 @@ export class ReadyRounds {
     this.blocked.clear();
     this.contributed = false;
     this.closedCount++;
-    return { round, agreed, partial };
+    return { round, agreed, partial: partial ?? kNonePartial };
   }
 }
+
+/** The partial ids of a round that had none. */
+const kNonePartial: ReadonlyMap<number, readonly number[]> = new Map();
 
 /** The ids in both ascending lists, ascending. */
 export function intersect(a: readonly number[], b: readonly number[]): number[] {

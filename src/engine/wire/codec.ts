@@ -135,8 +135,12 @@ function readResponse(r: Reader): WireResponse {
   return joined.length > 0 ? { kind: 'execute', names, request, counts, joined } : { kind: 'execute', names, request, counts };
 }
 
+/** One writer for every message: encoding never re-enters, and finish() copies the bytes out. */
+const kWriter = new Writer();
+
 export function encodeControl(message: ControlMessage): Uint8Array {
-  const w = new Writer();
+  const w = kWriter;
+  w.reset();
   w.u8(codeOf(kTypes, message.type));
   if (ofSet(message.type)) w.u32((message as { set?: number }).set ?? 0);
   if (message.type === 'requests') {
@@ -171,7 +175,7 @@ export function encodeControl(message: ControlMessage): Uint8Array {
     w.u32(message.tag);
   } else if (message.type === 'ready') {
     w.u32(message.round);
-    w.bytesOf(bitVectorOf(message.ids));
+    w.bitVector(message.ids);
     w.u32(message.eager.length);
     for (const { id, data } of message.eager) {
       w.u32(id);
@@ -181,12 +185,12 @@ export function encodeControl(message: ControlMessage): Uint8Array {
     w.u32(message.round);
     w.u8(message.step);
     w.u8(message.urgent ? 1 : 0);
-    w.bytesOf(bitVectorOf(message.ids));
+    w.bitVector(message.ids);
     w.u32(message.decisions);
     w.u32(message.contributions.length);
     for (const { rank, ids } of message.contributions) {
       w.u32(rank);
-      w.bytesOf(bitVectorOf(ids));
+      w.bitVector(ids);
     }
     w.u32(message.eager.length);
     for (const { rank, id, data } of message.eager) {
@@ -265,15 +269,6 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
   // The world is the default: a message of set 0 decodes as one without a set.
   if (set !== 0) (message as { set?: number }).set = set;
   return message;
-}
-
-/** The bit-vector of `ids` (non-negative integers). */
-function bitVectorOf(ids: readonly number[]): Uint8Array {
-  let max = -1;
-  for (const id of ids) if (id > max) max = id;
-  const bits = new Uint8Array((max + 8) >> 3);
-  for (const id of ids) bits[id >> 3] = (bits[id >> 3] as number) | (1 << (id & 7));
-  return bits;
 }
 
 /** The ids set in a bit-vector, ascending. */

@@ -78,7 +78,7 @@ export type ControlMessage =
    * A rank's contribution to a ready round: the cache ids it has ready, and the buffers of the
    * small allreduces among them that it reports for the first time (eager_exchange.ts).
    */
-  | { type: 'ready'; set?: number; round: number; ids: number[]; eager: { id: number; data: Uint8Array }[] }
+  | { type: 'ready'; set?: number; round: number; ids: readonly number[]; eager: { id: number; data: Uint8Array }[] }
   /** One step of a ready round's recursive-doubling exchange (ready_doubling.ts), to one partner. */
   | ({ type: 'ready-step'; set?: number } & StepMessage)
   /** A rank's shutdown() reached its engine; the coordinator answers shutdown-ack once all did. */
@@ -119,7 +119,7 @@ export interface StepMessage {
   step: number;
   urgent: boolean;
   /** The AND of the contributions the sender has combined, ascending. */
-  ids: number[];
+  ids: readonly number[];
   /** Rank 0's decision messages published before it contributed to this round (0 until rank 0's part is in). */
   decisions: number;
   contributions: Contribution[];

@@ -7,6 +7,9 @@
  */
 import { ProtocolError } from '../../core/errors.js';
 
+/** A reused writer keeps a buffer up to this size. */
+const kKeptBytes = 64 * 1024;
+
 export class Writer {
   private bytes = new Uint8Array(256);
   private view = new DataView(this.bytes.buffer);
@@ -53,48 +56,67 @@ export class Writer {
     this.bytes.set(b, this.offset);
     this.offset += b.length;
   }
+  /** A u32 byte length and the bit-vector of `ids` (non-negative integers): bit i of byte i >> 3 is id i. */
+  bitVector(ids: readonly number[]): void {
+    let max = -1;
+    for (const id of ids) if (id > max) max = id;
+    const length = (max + 8) >> 3;
+    this.u32(length);
+    this.reserve(length);
+    const at = this.offset;
+    this.bytes.fill(0, at, at + length);
+    for (const id of ids) this.bytes[at + (id >> 3)] = (this.bytes[at + (id >> 3)] as number) | (1 << (id & 7));
+    this.offset += length;
+  }
+  /** Starts over, keeping the buffer unless a large message grew it. */
+  reset(): void {
+    this.offset = 0;
+    if (this.bytes.length > kKeptBytes) {
+      this.bytes = new Uint8Array(256);
+      this.view = new DataView(this.bytes.buffer);
+    }
+  }
+  /** The bytes written so far, copied out. */
   finish(): Uint8Array {
     return this.bytes.slice(0, this.offset);
   }
 }
 
+/** Reads the one f64 the reader meets at a time (a DataView per message would be allocated per message). */
+const kF64 = new DataView(new ArrayBuffer(8));
+
 export class Reader {
-  private readonly view: DataView;
   private offset = 0;
   private static readonly decoder = new TextDecoder('utf-8', { fatal: true });
 
-  constructor(private readonly bytes: Uint8Array) {
-    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  }
-  private need(n: number, what: string): void {
+  constructor(private readonly bytes: Uint8Array) {}
+  private need(n: number, what: string, suffix = ''): void {
     if (this.offset + n > this.bytes.length) {
-      throw new ProtocolError(`control message truncated while reading ${what} at byte ${this.offset}`);
+      throw new ProtocolError(`control message truncated while reading ${what}${suffix} at byte ${this.offset}`);
     }
   }
   u8(what: string): number {
     this.need(1, what);
-    return this.view.getUint8(this.offset++);
+    return this.bytes[this.offset++] as number;
   }
-  u32(what: string): number {
-    this.need(4, what);
-    const v = this.view.getUint32(this.offset, true);
+  u32(what: string, suffix = ''): number {
+    this.need(4, what, suffix);
+    const b = this.bytes;
+    const o = this.offset;
     this.offset += 4;
-    return v;
+    return ((b[o] as number) | ((b[o + 1] as number) << 8) | ((b[o + 2] as number) << 16) | ((b[o + 3] as number) << 24)) >>> 0;
   }
   i32(what: string): number {
-    this.need(4, what);
-    const v = this.view.getInt32(this.offset, true);
-    this.offset += 4;
-    return v;
+    return this.u32(what) | 0;
   }
   f64(what: string): number {
     this.need(8, what);
-    const v = this.view.getFloat64(this.offset, true);
+    for (let i = 0; i < 8; i++) kF64.setUint8(i, this.bytes[this.offset + i] as number);
     this.offset += 8;
-    return v;
+    return kF64.getFloat64(0, true);
   }
   str(what: string): string {
-    const n = this.u32(`${what} length`);
+    const n = this.u32(what, ' length');
     this.need(n, what);
     const s = this.offset;
     this.offset += n;
@@ -107,7 +129,7 @@ export class Reader {
     }
   }
   bytesOf(what: string): Uint8Array {
-    const n = this.u32(`${what} length`);
+    const n = this.u32(what, ' length');
     this.need(n, what);
     const s = this.offset;
     this.offset += n;
