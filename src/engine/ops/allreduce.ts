@@ -28,9 +28,9 @@ export interface AllreduceRequest extends RequestBase<'allreduce'>, ScaleFactors
 /**
  * Eager allreduces (eager_exchange.ts): scalars and small metric vectors in jobs of modest size.
  * Each rank sends (N-1)·M bytes instead of recursive doubling's log2(N)·M, a good trade only
- * while M is small (docs/performance.md has the measurements behind 64 bytes).
+ * while M is small (docs/performance.md has the measurements behind 1 KiB).
  */
-export const kEagerMaxBytes = 64;
+export const kEagerMaxBytes = 1024;
 export const kEagerMaxRanks = 8;
 
 const kReduceOpCheck: FieldCheck<AllreduceRequest> = { what: 'reduce ops', text: (r) => r.reduceOp };

@@ -12,7 +12,7 @@
  * one-way message and no run of an algorithm.
  *
  * Which tensors: those whose operation's spec says they fit (ops/allreduce.ts: allreduces of at
- * most 64 bytes, a loss or a few metrics, in jobs of at most 8 ranks); the rule depends only on
+ * most 1 KiB, a loss, metrics, a small layer's gradient, in jobs of at most 8 ranks); the rule depends only on
  * the cached request, so every rank makes the same choice.
  *
  * Data is sent once per submission: when the id is first reported after it became ready.
