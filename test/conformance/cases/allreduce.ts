@@ -4,8 +4,9 @@
  */
 
 import type { RingReduce } from '../../../src/api/runtime.js';
-import { allocShared, kDTypes } from '../../../src/core/dtypes.js';
+import { allocShared, bytesPerElement, kDTypes } from '../../../src/core/dtypes.js';
 import type { DType, ReduceOp } from '../../../src/core/types.js';
+import { kEagerMaxBytes } from '../../../src/engine/ops/allreduce.js';
 import { referenceAllreduce, referenceInput, referenceScaledAllreduce } from '../../helpers/reference.js';
 import {
   type ConformanceCase,
@@ -28,8 +29,15 @@ import {
 export const kLargeCount = 2 ** 20 + 3;
 
 /** One allreduce of every rank's reference input; checks the result and that the input is untouched. */
-async function allreduceOnce(rr: RingReduce, rank: number, size: number, dtype: DType, op: ReduceOp, count: number) {
-  const name = `ar/${dtype}/${op}/${count}`;
+async function allreduceOnce(
+  rr: RingReduce,
+  rank: number,
+  size: number,
+  dtype: DType,
+  op: ReduceOp,
+  count: number,
+  name = `ar/${dtype}/${op}/${count}`,
+) {
   await part(name, async () => {
     const reference = referenceInput(dtype, rank, count, op);
     const mine = reference.slice();
@@ -44,6 +52,27 @@ const smallCounts: ConformanceCase = {
   async run(rr, rank, size) {
     const counts = edgeCounts(size);
     await settleAll(counts.flatMap((count) => kCombos.map(({ dtype, op }) => allreduceOnce(rr, rank, size, dtype, op, count))));
+  },
+};
+
+/**
+ * A cached allreduce of at most kEagerMaxBytes rides with its ready report and is reduced on every
+ * rank locally (engine/ready/eager_exchange.ts); one element more takes an algorithm. Each name
+ * runs three times: the first through rank 0, the others agreed in ready rounds.
+ */
+const aroundEagerLimit: ConformanceCase = {
+  name: 'allreduce, cached: every dtype and op at the eager limit and one element past it, three times each',
+  async run(rr, rank, size) {
+    for (let round = 0; round < 3; round++) {
+      await settleAll(
+        kCombos.flatMap(({ dtype, op }) => {
+          const atLimit = kEagerMaxBytes / bytesPerElement(dtype);
+          return [atLimit, atLimit + 1].map((count) =>
+            allreduceOnce(rr, rank, size, dtype, op, count, `ar-eager/${dtype}/${op}/${count}`),
+          );
+        }),
+      );
+    }
   },
 };
 
@@ -212,6 +241,7 @@ const syncNew: ConformanceCase = {
 
 export const allreduceCases: readonly ConformanceCase[] = [
   smallCounts,
+  aroundEagerLimit,
   ...largeCounts,
   inPlace,
   resultKind,
