@@ -21,21 +21,25 @@ export function planFusion(responses: Response[], elementsOf: (name: string) => 
   if (thresholdBytes <= 0 || responses.length < 2) return responses;
   const out: Response[] = [];
   let open: ExecuteResponse | undefined;
+  let openKey: string | undefined;
   let openBytes = 0;
   for (const response of responses) {
-    const bytes = fusibleBytes(response, elementsOf);
+    // A joined rank stands in for each tensor alone: it knows only the ruling request's shape.
+    const key = response.kind === 'execute' && !response.joined ? fusionKeyOf(response) : undefined;
+    const bytes = key === undefined ? undefined : tensorBytes(response as ExecuteResponse, elementsOf);
     if (bytes === undefined || bytes > thresholdBytes) {
       out.push(response);
       open = undefined;
       continue;
     }
     const r = response as ExecuteResponse;
-    if (open && fusionKeyOf(open) === fusionKeyOf(r) && openBytes + bytes <= thresholdBytes) {
-      open.names.push(...r.names);
+    if (open && openKey === key && openBytes + bytes <= thresholdBytes) {
+      for (const name of r.names) open.names.push(name);
       openBytes += bytes;
       continue;
     }
     open = { ...r, names: [...r.names] };
+    openKey = key;
     openBytes = bytes;
     out.push(open);
   }
@@ -47,9 +51,7 @@ function fusionKeyOf(response: ExecuteResponse): string | undefined {
   return key === undefined ? undefined : `${response.request.op}/${key}`;
 }
 
-function fusibleBytes(response: Response, elementsOf: (name: string) => number): number | undefined {
-  // A joined rank stands in for each tensor alone: it knows only the ruling request's shape.
-  if (response.kind !== 'execute' || response.joined || fusionKeyOf(response) === undefined) return undefined;
+function tensorBytes(response: ExecuteResponse, elementsOf: (name: string) => number): number {
   let elements = 0;
   for (const name of response.names) elements += elementsOf(name);
   return elements * bytesPerElement(response.request.dtype);

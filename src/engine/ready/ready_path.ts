@@ -243,14 +243,14 @@ export class ReadyPath {
     for (const id of round.agreed) {
       // Agreed means this rank reported it too, so it holds it (an evicted id is blocked).
       const request = this.cache.request(id);
-      const response = this.cache.expand([id]);
-      if (!request || !response) continue;
+      if (!request) continue;
       this.counts.agreed++;
       if (this.eager.isEager(request)) {
         this.finishEager(id, request, round.round);
         continue;
       }
-      responses.push(response);
+      const response = this.cache.expand([id]);
+      if (response) responses.push(response);
       elements.set(request.name, elementCount(request.shape));
     }
     if (this.coordinator) {

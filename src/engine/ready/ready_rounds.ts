@@ -61,7 +61,7 @@ export interface RoundOutcome {
   agreed: readonly number[];
   /** Rank 0's decision messages this rank must have received before it closes the round (see ready_doubling.ts). */
   decisions?: number;
-  /** Every rank's own contribution, by rank (this rank's included), where the exchange brought them here. */
+  /** Every rank's own contribution (ascending), by rank (this rank's included), where the exchange brought them here. */
   contributions?: ReadonlyMap<number, readonly number[]>;
 }
 
@@ -204,8 +204,11 @@ export class ReadyRounds {
     let partial: Map<number, number[]> | undefined;
     if (outcome.contributions) {
       for (let rank = 0; rank < this.size; rank++) {
+        // Both lists ascend: one walk finds the ids of this contribution that were not agreed.
+        let j = 0;
         for (const id of outcome.contributions.get(rank) ?? []) {
-          if (blocked.has(id) || agreed.includes(id)) continue;
+          while (j < agreed.length && (agreed[j] as number) < id) j++;
+          if (agreed[j] === id || blocked.has(id)) continue;
           partial ??= new Map();
           const ranks = partial.get(id);
           if (ranks) ranks.push(rank);
