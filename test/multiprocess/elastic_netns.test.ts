@@ -71,12 +71,20 @@ it('3 hosts: one cut off mid-job leaves, the survivors go on from the last commi
   await sleep(300);
   const cutAt = Date.now();
   cut(2);
-  await run.waitFor('the cut host to be lost', (r) => r.stderr.includes('it is lost'), 15_000);
+  // The cut worker leaves one of two ways, about 3 s after the cut either way: the driver takes it
+  // as lost (the survivors asked for a new generation and it did not within the I/O timeout), or
+  // its own store request finds the store silent for the I/O timeout and it exits, which this
+  // fixture's ssh (a local `ip netns exec`) shows ringrun at once where a real ssh would not.
+  const host2 = (hosts[2] as string).replaceAll('.', '\\.');
+  const exitedOnItsOwn = new RegExp(`worker w2 \\(rank 2 of generation \\d+\\) on ${host2} exited`);
+  const left = (stderr: string) => stderr.includes('it is lost') || exitedOnItsOwn.test(stderr);
+  await run.waitFor('the cut host to be lost', (r) => left(r.stderr), 15_000);
   writeFileSync(listFile, `${hosts[0]}:1\n${hosts[1]}:1\n${hosts[3]}:1\n`);
   const finished = await run.finished;
 
   assert.equal(finished.code, 0, finished.stderr);
-  assert.match(finished.stderr, new RegExp(`worker w2 on ${hosts[2]?.replaceAll('.', '\\.')} did not ask for a new generation`));
+  const lost = new RegExp(`worker w2 on ${host2} did not ask for a new generation`);
+  assert.ok(lost.test(finished.stderr) || exitedOnItsOwn.test(finished.stderr), finished.stderr);
   assert.match(finished.stderr, /1 new slot: 2 -> 3 workers/);
   const done = elasticReports(finished.stdout);
   assert.equal(done.length, 3, finished.stdout);

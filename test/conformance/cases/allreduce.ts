@@ -58,14 +58,17 @@ const smallCounts: ConformanceCase = {
 /**
  * A cached allreduce of at most kEagerMaxBytes rides with its ready report and is reduced on every
  * rank locally (engine/ready/eager_exchange.ts); one element more takes an algorithm. Each name
- * runs three times: the first through rank 0, the others agreed in ready rounds.
+ * runs twice: through rank 0, then agreed in a ready round. Every dtype (its element size sets
+ * the count at the limit) with sum, and every op of float32 and int32: the reductions themselves
+ * are the same code at every count (the small-count case above runs them all).
  */
 const aroundEagerLimit: ConformanceCase = {
-  name: 'allreduce, cached: every dtype and op at the eager limit and one element past it, three times each',
+  name: 'allreduce, cached: every dtype at the eager limit and one element past it, and every op of float32 and int32',
   async run(rr, rank, size) {
-    for (let round = 0; round < 3; round++) {
+    const combos = kCombos.filter(({ dtype, op }) => op === 'sum' || dtype === 'float32' || dtype === 'int32');
+    for (let round = 0; round < 2; round++) {
       await settleAll(
-        kCombos.flatMap(({ dtype, op }) => {
+        combos.flatMap(({ dtype, op }) => {
           const atLimit = kEagerMaxBytes / bytesPerElement(dtype);
           return [atLimit, atLimit + 1].map((count) =>
             allreduceOnce(rr, rank, size, dtype, op, count, `ar-eager/${dtype}/${op}/${count}`),
