@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ProtocolError } from '../../src/core/errors.js';
 import { decodeControl, encodeControl } from '../../src/engine/wire/codec.js';
-import type { ControlMessage } from '../../src/engine/wire/messages.js';
+import type { ControlMessage, Request } from '../../src/engine/wire/messages.js';
 
 const samples: ControlMessage[] = [
   {
@@ -150,4 +150,18 @@ test('random mutations of valid messages either decode or throw ProtocolError', 
     }
   }
   assert.ok(decoded < 2000);
+});
+
+test('one writer serves every message: a failed encode and a large one leave the next intact', () => {
+  const ready: ControlMessage = { type: 'ready', round: 3, ids: [0, 9], eager: [{ id: 9, data: new Uint8Array([1, 2, 3, 4]) }] };
+  const before = encodeControl(ready);
+  // An operation no spec knows throws halfway through its request, after bytes were written.
+  const unknown = { name: 'x', op: 'nope', dtype: 'float32', shape: [1] } as unknown as Request;
+  assert.throws(() => encodeControl({ type: 'requests', requests: [unknown] }));
+  assert.deepEqual(encodeControl(ready), before, 'the next message starts from an empty writer');
+  // A message past the writer's kept size grows it; the next ones are still exact.
+  const large: ControlMessage = { type: 'ready', round: 4, ids: [1], eager: [{ id: 1, data: new Uint8Array(200_000).fill(7) }] };
+  assert.deepEqual(decodeControl(encodeControl(large)), large);
+  assert.deepEqual(encodeControl(ready), before);
+  assert.deepEqual(decodeControl(before), ready);
 });
