@@ -364,19 +364,21 @@ export class Engine {
 
   /** Sends a control message to rank `peer` (a job rank); a peer known to have failed gets nothing. */
   private sendTo(peer: number, message: ControlMessage): Promise<unknown> {
-    if (this.failedPeers.has(peer)) return Promise.resolve();
-    return this.transport.sendControl(peer, encodeControl(message)).catch((error) => this.fail(error));
+    return this.sendBytes(peer, encodeControl(message));
   }
 
   /** Sends `message` to every rank of `ranks` but this one, encoded once; settles once the OS has them all. */
   private sendToAll(ranks: readonly number[], message: ControlMessage): Promise<unknown> {
     const bytes = encodeControl(message);
     const sends: Promise<unknown>[] = [];
-    for (const peer of ranks) {
-      if (peer === this.config.rank || this.failedPeers.has(peer)) continue;
-      sends.push(this.transport.sendControl(peer, bytes).catch((error) => this.fail(error)));
-    }
+    for (const peer of ranks) if (peer !== this.config.rank) sends.push(this.sendBytes(peer, bytes));
     return sends.length === 1 ? (sends[0] as Promise<unknown>) : Promise.all(sends);
+  }
+
+  /** Sends an encoded control message to rank `peer`; a peer known to have failed gets nothing. */
+  private sendBytes(peer: number, bytes: Uint8Array): Promise<unknown> {
+    if (this.failedPeers.has(peer)) return Promise.resolve();
+    return this.transport.sendControl(peer, bytes).catch((error) => this.fail(error));
   }
 
   private onControl(peer: number, payload: Uint8Array): void {

@@ -372,7 +372,7 @@ export class SetEngine {
     this.hooks.send(kCoordinator, { type: 'requests', set: this.settings.id, requests }).catch((error) => this.hooks.fail(error));
   }
 
-  /** Sends `message` to every other member; settles once the OS has them all. */
+  /** Sends `message` (a fresh object: it is stamped with the set's id) to every other member; settles once the OS has them all. */
   private broadcast(message: ControlMessage): Promise<unknown> {
     (message as { set?: number }).set = this.settings.id;
     return this.hooks.sendAll(message as SetMessage);

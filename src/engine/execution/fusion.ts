@@ -25,14 +25,14 @@ export function planFusion(responses: Response[], elementsOf: (name: string) => 
   let openBytes = 0;
   for (const response of responses) {
     // A joined rank stands in for each tensor alone: it knows only the ruling request's shape.
-    const key = response.kind === 'execute' && !response.joined ? fusionKeyOf(response) : undefined;
-    const bytes = key === undefined ? undefined : tensorBytes(response as ExecuteResponse, elementsOf);
-    if (bytes === undefined || bytes > thresholdBytes) {
+    const r = response.kind === 'execute' && !response.joined ? response : undefined;
+    const key = r && fusionKeyOf(r);
+    const bytes = r && key !== undefined ? tensorBytes(r, elementsOf) : undefined;
+    if (r === undefined || bytes === undefined || bytes > thresholdBytes) {
       out.push(response);
       open = undefined;
       continue;
     }
-    const r = response as ExecuteResponse;
     if (open && openKey === key && openBytes + bytes <= thresholdBytes) {
       for (const name of r.names) open.names.push(name);
       openBytes += bytes;
