@@ -40,7 +40,7 @@ import { StatsWriter } from './reporting/stats.js';
 import { SetEngine, type SetMessage } from './set_engine.js';
 import type { FromEngine, Submission } from './threads/worker_protocol.js';
 import type { AutotuneOptions } from './tuning/autotuner.js';
-import { decodeControl, encodeControl } from './wire/codec.js';
+import { decodeControl, detachControl, encodeControl } from './wire/codec.js';
 import { CountingTransport } from './wire/counting_transport.js';
 import type { ControlMessage, Request } from './wire/messages.js';
 import type { PeerRequest } from './wire/peer_request.js';
@@ -444,7 +444,7 @@ export class Engine {
     const held = this.early.get(id) ?? [];
     this.early.set(id, held);
     // Held by job rank: its rank in the set is known once the set is defined.
-    held.push([peer, message]);
+    held.push([peer, detachControl(message)]);
   }
 
   private onPeerFailure(peer: number, error: PeerFailureError): void {

@@ -1,7 +1,8 @@
 /**
  * Delivers control messages to the engine's handler, in arrival order per peer, for every
  * backend. Messages that arrive before the engine has set its handler (a fast peer may report
- * while this rank is still starting) are held and delivered when it does. A handler that throws
+ * while this rank is still starting) are held, copied (the backend may reuse a payload's bytes
+ * once delivery returns), and delivered when it does. A handler that throws
  * is the engine's bug, not the link's: the error is rethrown outside the backend's read path.
  */
 import type { ControlHandler } from './transport.js';
@@ -17,7 +18,7 @@ export class ControlInbox {
 
   deliver(peer: number, payload: Uint8Array): void {
     if (this.handler) this.call(this.handler, peer, payload);
-    else this.early.push([peer, payload]);
+    else this.early.push([peer, payload.slice()]);
   }
 
   private call(handler: ControlHandler, peer: number, payload: Uint8Array): void {

@@ -122,8 +122,9 @@ test("tcp with the engine on the caller's thread: a burst of named allreduces ru
     for (let step = 0; step < steps; step++) {
       const sums = await Promise.all(
         world.map((rr) =>
-          // 2 KiB each: past the eager path's 1 KiB, so every tensor runs in an execution.
-          Promise.all(Array.from({ length: tensors }, (_, i) => rr.allreduce(new Float32Array(512).fill(i), { name: `g${i}` }))),
+          // 4 KiB each: alone each would go eagerly, but the burst passes the 64 KiB a report
+          // carries eagerly on 2 ranks, so every tensor runs in an execution.
+          Promise.all(Array.from({ length: tensors }, (_, i) => rr.allreduce(new Float32Array(1024).fill(i), { name: `g${i}` }))),
         ),
       );
       for (const rank of sums)

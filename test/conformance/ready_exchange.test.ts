@@ -56,11 +56,12 @@ async function cachedLoop({ ranks }: Counted): Promise<void> {
       for (let step = 0; step < kSteps; step++) {
         const [scalar, vector] = await Promise.all([
           rr.allreduce(new Float32Array([rank + step]), { name: 'loss' }),
-          rr.allreduce(new Float32Array(1000).fill(rank), { name: 'grad' }),
+          // 16 KiB: past the eager limit of 6 and 8 ranks (64 KiB / (N-1)).
+          rr.allreduce(new Float32Array(4096).fill(rank), { name: 'grad' }),
         ]);
         const want = (size * (size - 1)) / 2;
         assert.equal(scalar[0], want + size * step, `step ${step} rank ${rank}: scalar`);
-        assert.ok(vector[0] === want && vector[999] === want, `step ${step} rank ${rank}: vector ${vector[0]}`);
+        assert.ok(vector[0] === want && vector[4095] === want, `step ${step} rank ${rank}: vector ${vector[0]}`);
       }
     }),
   );

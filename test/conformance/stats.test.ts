@@ -42,15 +42,17 @@ const kWorlds = [
 /** The sequence; every rank runs it, all ranks at once for each step. */
 async function runSequence(world: readonly RingReduce[]): Promise<void> {
   const all = (call: (rr: RingReduce, rank: number) => Promise<unknown>) => Promise.all(world.map(call));
-  // A named allreduce three times: the first goes to rank 0, the next two by cache id.
-  for (let i = 0; i < 3; i++) await all((rr, r) => rr.allreduce(new Float32Array(1000).fill(r), { name: 'a' }));
+  // A named allreduce three times: the first goes to rank 0, the next two by cache id (40 KB:
+  // past the eager limit of 3 ranks, 32 KiB, so an algorithm runs).
+  for (let i = 0; i < 3; i++) await all((rr, r) => rr.allreduce(new Float32Array(10000).fill(r), { name: 'a' }));
   await all((rr) => rr.broadcast(new Float64Array(10), { name: 'b', root: 0 }));
   // Unnamed allgathers: never cached.
   for (let i = 0; i < 2; i++) await all((rr) => rr.allgather(new Int32Array(5)));
   await all((rr) => rr.barrier());
-  // A training step of four gradients (past the eager path's 1 KiB), twice: fused, then cached.
+  // A training step of four 12 KiB gradients, twice: fused, then cached. Each alone would go
+  // eagerly (at most 32 KiB on 3 ranks); together they pass that, so their reports withhold them.
   for (let step = 0; step < 2; step++) {
-    await all((rr) => Promise.all([0, 1, 2, 3].map((g) => rr.allreduce(new Float32Array(512), { name: `g${g}` }))));
+    await all((rr) => Promise.all([0, 1, 2, 3].map((g) => rr.allreduce(new Float32Array(3072), { name: `g${g}` }))));
   }
   // A scalar three times: the second and third are eager (their data rides with the ready round).
   for (let i = 0; i < 3; i++) await all((rr) => rr.allreduce(new Float32Array([1]), { name: 'loss' }));
@@ -69,7 +71,7 @@ async function runSequence(world: readonly RingReduce[]): Promise<void> {
 function checkRank(stats: RankStats, rank: number): void {
   const where = `rank ${rank}`;
   const op = stats.byOp;
-  assert.deepEqual(op.allreduce, { completed: 3 + 8 + 3, failed: 1, bytes: 3 * 4000 + 8 * 2048 + 3 * 4 }, where);
+  assert.deepEqual(op.allreduce, { completed: 3 + 8 + 3, failed: 1, bytes: 3 * 40000 + 8 * 12288 + 3 * 4 }, where);
   assert.deepEqual(op.broadcast, { completed: 1, failed: 0, bytes: 80 }, where);
   assert.deepEqual(op.allgather, { completed: 2, failed: 0, bytes: 40 }, where);
   assert.deepEqual(op.barrier, { completed: 1, failed: 0, bytes: 0 }, where);
@@ -84,7 +86,7 @@ function checkRank(stats: RankStats, rank: number): void {
   assert.equal(stats.failed, 1, where);
   assert.equal(stats.submitted, collectives + p2p + 1, where);
   assert.equal(stats.pending, 0, where);
-  assert.equal(stats.bytes, 28396 + 80 + 40 + 32 * p2p, where);
+  assert.equal(stats.bytes, 218316 + 80 + 40 + 32 * p2p, where);
   // Misses: a, b, two unnamed allgathers, the barrier, g0..g3, loss, bad. Hits: a ×2, g0..g3, loss ×2.
   assert.equal(stats.cacheMisses, 11, where);
   assert.equal(stats.cacheHits, 8, where);

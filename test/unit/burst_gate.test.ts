@@ -82,8 +82,9 @@ describe('a burst of calls through the caller and the engine', () => {
           world.map((rr) =>
             Promise.all(
               Array.from({ length: 30 }, (_, i) =>
-                // 2 KiB: past the eager path's 1 KiB, so the step runs as an execution.
-                rr.allreduce(new Float32Array(512).fill(rr.rank() + i + s), { name: `grad${i}` }),
+                // 4 KiB: each alone would go eagerly, but 30 at once pass the 64 KiB a report
+                // carries eagerly on 2 ranks, so the step runs fused, as an execution.
+                rr.allreduce(new Float32Array(1024).fill(rr.rank() + i + s), { name: `grad${i}` }),
               ),
             ),
           ),
@@ -104,7 +105,7 @@ describe('a burst of calls through the caller and the engine', () => {
         }[];
         const communicated = events.filter((e) => e.name === 'COMMUNICATE').map((e) => e.args?.bytes);
         // Step 0 goes through rank 0 (uncached); steps 1 and 2 must each be one collective of all 30.
-        assert.deepEqual(communicated.slice(-2), [30 * 512 * 4, 30 * 512 * 4], `rank ${rank}: ${communicated.join(', ')}`);
+        assert.deepEqual(communicated.slice(-2), [30 * 1024 * 4, 30 * 1024 * 4], `rank ${rank}: ${communicated.join(', ')}`);
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -94,7 +94,12 @@ const samples: ControlMessage[] = [
       { rank: 4, ids: [1, 5, 64, 70] },
       { rank: 5, ids: [] },
     ],
-    eager: [{ rank: 6, id: 5, data: new Uint8Array([9, 8, 7, 6]) }],
+    eager: [
+      { rank: 6, id: 5, data: new Uint8Array([9, 8, 7, 6]) },
+      { rank: 6, id: 9, data: new Uint8Array(0) },
+      { rank: 7, id: 2, data: new Uint8Array(0) },
+      { rank: 7, id: 40, data: new Uint8Array(0) },
+    ],
   },
   { type: 'ready-step', round: 0, step: 0, urgent: false, ids: [], decisions: 0, contributions: [], eager: [] },
   { type: 'requests', requests: [] },
@@ -118,9 +123,14 @@ test('truncated messages are rejected with ProtocolError, never read out of boun
 test('a ready report is a bit-vector: a hundred ready ids take a few bytes', () => {
   const ids = Array.from({ length: 100 }, (_, i) => i);
   const bytes = encodeControl({ type: 'ready', round: 1, ids, eager: [] });
-  // Type, process set, round, the bit-vector's length and 13 bytes, no eager buffers.
-  assert.equal(bytes.length, 1 + 4 + 4 + 4 + 13 + 4);
+  // Type, process set, round, the bit-vector's length and 13 bytes, no eager buffers, no withheld ones.
+  assert.equal(bytes.length, 1 + 4 + 4 + 4 + 13 + 4 + 4);
   assert.deepEqual(decodeControl(bytes), { type: 'ready', round: 1, ids, eager: [] });
+  // The same hundred withheld from the eager path (a step's burst): one more bit-vector.
+  const eager = ids.map((id) => ({ id, data: new Uint8Array(0) }));
+  const withheld = encodeControl({ type: 'ready', round: 1, ids, eager });
+  assert.equal(withheld.length, bytes.length + 4 + 13);
+  assert.deepEqual(decodeControl(withheld), { type: 'ready', round: 1, ids, eager });
 });
 
 test('trailing bytes, unknown codes and absurd counts are rejected', () => {

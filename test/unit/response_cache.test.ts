@@ -56,8 +56,9 @@ describe('response cache in the engine', () => {
     for (let step = 0; step < 3; step++) {
       const before = ranks[1]?.control.bytes ?? 0;
       const buffers = ranks.map((_, rank) =>
-        // Above the eager size (eager_exchange.ts), so that only control traffic is counted.
-        Array.from({ length: 20 }, (_, i) => new Float32Array(new SharedArrayBuffer(4 * (4100 + i))).fill(rank + step)),
+        // Above the eager size (64 KiB on 2 ranks: eager_exchange.ts), so that the reports carry
+        // ready bits only.
+        Array.from({ length: 20 }, (_, i) => new Float32Array(new SharedArrayBuffer(4 * (16400 + i))).fill(rank + step)),
       );
       await Promise.all(
         ranks.map((r, rank) =>

@@ -77,12 +77,12 @@ export class Executor {
   }
 
   /** An agreed eager collective: `buffers` holds every rank's data, in rank order; the result goes to `into`. */
-  finishEager(request: Request, buffers: readonly TypedArray[], into: TypedArray): void {
+  finishEager(request: Request, buffers: readonly TypedArray[], into: TypedArray, firstIsScratch: boolean): void {
     const eager = specOf(request).eager;
     if (!eager) throw new Error(`${request.op} has no eager path`);
     const timeline = this.settings.timeline;
     const t = timeline?.now() ?? 0;
-    eager.finish(request, buffers, into, this.settings.kernels);
+    eager.finish(request, buffers, into, this.settings.kernels, firstIsScratch);
     timeline?.phase(request.name, 'REDUCE', t, { elements: into.length });
   }
 

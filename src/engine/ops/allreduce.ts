@@ -17,21 +17,13 @@ import { type AllreduceOp, kAllreduceOps, type ReduceOp, type TypedArray } from 
 import { codeOf } from '../wire/wire.js';
 import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
 import { identityBuffer, overContributors } from './join_support.js';
-import type { ExecutionContext, OpEntry, OpSpec, RequestBase } from './op_spec.js';
+import { type ExecutionContext, fitsEagerly, type OpEntry, type OpSpec, type RequestBase } from './op_spec.js';
 import { pack, unpack } from './packing.js';
 import { isScaled, kScalesCheck, readScales, type ScaleFactors, scale, writeScales } from './scaling.js';
 
 export interface AllreduceRequest extends RequestBase<'allreduce'>, ScaleFactors {
   reduceOp: AllreduceOp;
 }
-
-/**
- * Eager allreduces (eager_exchange.ts): scalars and small metric vectors in jobs of modest size.
- * Each rank sends (N-1)·M bytes instead of recursive doubling's log2(N)·M, a good trade only
- * while M is small (docs/performance.md has the measurements behind 1 KiB).
- */
-export const kEagerMaxBytes = 1024;
-export const kEagerMaxRanks = 8;
 
 const kReduceOpCheck: FieldCheck<AllreduceRequest> = { what: 'reduce ops', text: (r) => r.reduceOp };
 
@@ -54,12 +46,11 @@ export const allreduceOp: OpSpec<AllreduceRequest> = {
     // (RINGREDUCE_ALGORITHMS) runs at every size, these included, as asked.
     fits: (r, size, forced) =>
       forced?.allreduce === undefined &&
-      size >= 2 &&
-      size <= kEagerMaxRanks &&
       r.reduceOp !== 'adasum' &&
       !isScaled(r) &&
-      elementCount(r.shape) * bytesPerElement(r.dtype) <= kEagerMaxBytes,
-    finish: (r, buffers, into, kernels) => reduceInRankOrder(buffers, into, elementwise(r.reduceOp), kernels),
+      fitsEagerly(elementCount(r.shape) * bytesPerElement(r.dtype), size),
+    finish: (r, buffers, into, kernels, firstIsScratch) =>
+      reduceInRankOrder(buffers, into, elementwise(r.reduceOp), kernels, firstIsScratch),
   },
   joined: {
     adjust: (_name, agreement) => agreement,

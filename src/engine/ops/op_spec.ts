@@ -106,6 +106,25 @@ export interface ExecutionContext {
 }
 
 /**
+ * Eager collectives (eager_exchange.ts): scalars, metric vectors and small gradients in jobs of
+ * modest size. Each rank sends and receives (N-1)·M bytes instead of recursive doubling's
+ * log2(N)·M in log2(N) more one-way latencies, a good trade while (N-1)·M stays small
+ * (docs/performance.md has the measurements behind the limit).
+ */
+export const kEagerMaxPeerBytes = 64 * 1024;
+export const kEagerMaxRanks = 8;
+
+/** The most bytes that go eagerly in a set of `size` ranks, per tensor and per report: (size-1)·M ≤ kEagerMaxPeerBytes. */
+export function eagerMaxBytes(size: number): number {
+  return size < 2 || size > kEagerMaxRanks ? 0 : Math.floor(kEagerMaxPeerBytes / (size - 1));
+}
+
+/** Whether a tensor of `bytes` may go eagerly in a set of `size` ranks (an empty one never does: its place marks a withheld buffer). */
+export function fitsEagerly(bytes: number, size: number): boolean {
+  return bytes > 0 && bytes <= eagerMaxBytes(size);
+}
+
+/**
  * Small collectives whose data can travel with the ready round (eager_exchange.ts): every rank
  * then holds every rank's buffer when the round closes and finishes the collective locally.
  */
@@ -115,8 +134,11 @@ export interface EagerSupport<R> {
    * (the same answer on every rank: they are set alike on every rank).
    */
   fits(request: R, size: number, forced: ForcedAlgorithms | undefined): boolean;
-  /** Writes the result into `into` from every rank's buffer, in rank order (`into` may be one of them). */
-  finish(request: R, buffers: readonly TypedArray[], into: TypedArray, kernels: KernelSelector): void;
+  /**
+   * Writes the result into `into` from every rank's buffer, in rank order (`into` may be one of
+   * them). `firstIsScratch`: `buffers[0]` is a peer's copy that may be overwritten.
+   */
+  finish(request: R, buffers: readonly TypedArray[], into: TypedArray, kernels: KernelSelector, firstIsScratch: boolean): void;
 }
 
 /** How a rank that has joined takes part in a collective the others submitted (ops/join.ts). */

@@ -12,8 +12,15 @@
  * one-way message and no run of an algorithm.
  *
  * Which tensors: those whose operation's spec says they fit (ops/allreduce.ts: allreduces of at
- * most 1 KiB, a loss, metrics, a small layer's gradient, in jobs of at most 8 ranks); the rule depends only on
- * the cached request, so every rank makes the same choice.
+ * most eagerMaxBytes(N) = 64 KiB / (N-1), a loss, metrics, a small layer's gradient, in jobs of
+ * at most 8 ranks); the rule depends only on the cached request, so every rank makes the same choice.
+ *
+ * A burst goes fused instead: when the new eager buffers of one report would add up to more than
+ * that limit (a training step's many small gradients), the report withholds all of them, each
+ * with an empty buffer in its place, and they take the algorithms, fused, like larger tensors
+ * (one collective over a fusion buffer beats many local reductions of copies that crossed the
+ * socket). Whether a collective goes eagerly is decided when its round closes, the same way on
+ * every rank: eagerly only if no rank withheld its buffer (every rank sees every rank's choice).
  *
  * Data is sent once per submission: when the id is first reported after it became ready.
  * Receivers keep each buffer with the round of the report that carried it. With 3 or more ranks
@@ -21,62 +28,82 @@
  * submission of the same id for round r + 1, while this rank still waits for a third rank's
  * report for r. Closing round r therefore takes, per peer, the latest buffer reported for round
  * r or earlier (a resubmission after a failure replaces a stale one) and keeps later ones.
+ *
+ * Memory: a peer's buffer is copied out of its message into a buffer of this exchange's pool,
+ * which gets it back once the collective is reduced; a training loop's eager tensors reuse the
+ * same few buffers instead of touching fresh memory every step.
  */
 import type { ForcedAlgorithms } from '../../core/algorithm_names.js';
 import { constructorOf } from '../../core/dtypes.js';
 import type { TypedArray } from '../../core/types.js';
+import { eagerMaxBytes } from '../ops/op_spec.js';
 import { specOf } from '../ops/registry.js';
 import type { Request } from '../wire/messages.js';
 
-/** Eager bytes in one report, far below the transports' control message limit (16 MiB over TCP). */
-export const kEagerMaxReportBytes = 1024 * 1024;
+/** Free receive buffers kept for reuse, in bytes. */
+const kPoolMaxBytes = 2 * 1024 * 1024;
+/** The buffer of a withheld eager id (no eager tensor is empty). */
+const kWithheld = new Uint8Array(0);
 
 export interface EagerData {
   id: number;
+  /** Empty: withheld, the collective takes the algorithms. */
   data: Uint8Array;
 }
+
+/** How closing a round finished an agreed eager id (take). */
+export type EagerOutcome = 'reduced' | 'withheld' | 'missing';
 
 export class EagerExchange {
   /** Ids whose buffer this rank has sent for the current submission. */
   private readonly sent = new Set<number>();
-  /** Peers' buffers by id, indexed by rank, oldest first, each with the round it was reported for. */
-  private readonly received = new Map<number, { round: number; data: Uint8Array }[][]>();
+  /** Ids whose buffer this rank withheld for the current submission. */
+  private readonly withheld = new Set<number>();
+  /** Peers' buffers by id, indexed by rank, oldest first, each with the round it was reported for (null: withheld). */
+  private readonly received = new Map<number, { round: number; data: Uint8Array | null }[][]>();
+  /** Free receive buffers by byte length. */
+  private readonly pool = new Map<number, Uint8Array[]>();
+  private pooledBytes = 0;
+  /** The most eager bytes one report carries. */
+  private readonly maxReportBytes: number;
 
   constructor(
     private readonly rank: number,
     private readonly size: number,
     /** The algorithms forced for the job (RINGREDUCE_ALGORITHMS): a forced collective does not go eagerly. */
     private readonly forced?: ForcedAlgorithms,
-  ) {}
+  ) {
+    this.maxReportBytes = eagerMaxBytes(size);
+  }
 
-  /** Whether `request` travels eagerly (its spec decides, the same way on every rank). */
+  /** Whether `request` may travel eagerly (its spec decides, the same way on every rank). */
   isEager(request: Request): boolean {
     return specOf(request).eager?.fits(request, this.size, this.forced) ?? false;
   }
 
   /**
-   * What to report of `ready` (ascending) and the buffers to send with it: those of eager ids
-   * not sent yet. The buffers of one report stay within `kEagerMaxReportBytes` (control messages
-   * are bounded); ids whose buffer does not fit are left for the next round, with everything
-   * after them, so that an id is never reported before its buffer has gone out.
+   * The buffers to send with a report of `ready`: those of eager ids not sent yet, or, when
+   * they add up to more than one report carries, an empty one for each (withheld).
    */
-  outgoing(
-    ready: readonly number[],
-    lookup: (id: number) => { request: Request; buffer: TypedArray } | undefined,
-  ): { ids: readonly number[]; eager: EagerData[] } {
+  outgoing(ready: readonly number[], lookup: (id: number) => { request: Request; buffer: TypedArray } | undefined): EagerData[] {
     const eager: EagerData[] = [];
     let bytes = 0;
-    for (const [i, id] of ready.entries()) {
-      if (this.sent.has(id)) continue;
+    for (const id of ready) {
+      if (this.sent.has(id) || this.withheld.has(id)) continue;
       const entry = lookup(id);
       if (!entry || !this.isEager(entry.request)) continue;
       const { buffer } = entry;
-      if (bytes + buffer.byteLength > kEagerMaxReportBytes && eager.length > 0) return { ids: ready.slice(0, i), eager };
       bytes += buffer.byteLength;
       eager.push({ id, data: new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength) });
-      this.sent.add(id);
     }
-    return { ids: ready, eager };
+    const withhold = bytes > this.maxReportBytes;
+    for (const e of eager) {
+      if (withhold) {
+        e.data = kWithheld;
+        this.withheld.add(e.id);
+      } else this.sent.add(e.id);
+    }
+    return eager;
   }
 
   /** A peer's buffers from its report for `round`, copied out of the message (the transport may reuse its bytes). */
@@ -87,19 +114,50 @@ export class EagerExchange {
         byRank = Array.from({ length: this.size }, () => []);
         this.received.set(id, byRank);
       }
-      byRank[peer]?.push({ round, data: bytes.slice() });
+      byRank[peer]?.push({ round, data: bytes.byteLength === 0 ? null : this.copyOf(bytes) });
     }
   }
 
+  private copyOf(bytes: Uint8Array): Uint8Array {
+    const copy = this.pool.get(bytes.byteLength)?.pop();
+    if (!copy) return bytes.slice();
+    this.pooledBytes -= copy.byteLength;
+    copy.set(bytes);
+    return copy;
+  }
+
+  private recycle(data: Uint8Array): void {
+    if (this.pooledBytes + data.byteLength > kPoolMaxBytes) return;
+    let free = this.pool.get(data.byteLength);
+    if (!free) {
+      free = [];
+      this.pool.set(data.byteLength, free);
+    }
+    free.push(data);
+    this.pooledBytes += data.byteLength;
+  }
+
   /**
-   * Every rank's buffer of eager id `id`, agreed in round `round`, in rank order, with `own` at
-   * this rank's place; undefined if a peer's is missing or has the wrong size (a protocol error).
+   * Closes eager id `id`, agreed in round `round`: hands `reduce` every rank's buffer in rank
+   * order, with `own` at this rank's place, and takes the peers' back into the pool when it
+   * returns ('reduced'); or, if some rank withheld its buffer, leaves it to the algorithms
+   * ('withheld'); 'missing' (and no call) if a peer's buffer is missing or has the wrong size
+   * (a protocol error).
    */
-  take(id: number, round: number, request: Request, own: TypedArray): TypedArray[] | undefined {
+  take(
+    id: number,
+    round: number,
+    request: Request,
+    own: TypedArray,
+    reduce: (buffers: readonly TypedArray[]) => void,
+  ): EagerOutcome {
+    let withheld = this.withheld.delete(id);
     this.sent.delete(id);
     const byRank = this.received.get(id);
     const ctor = constructorOf(request.dtype);
     const buffers: TypedArray[] = [];
+    const copies: Uint8Array[] = [];
+    let missing = false;
     let later = false;
     for (let rank = 0; rank < this.size; rank++) {
       if (rank === this.rank) {
@@ -109,29 +167,45 @@ export class EagerExchange {
       const queue = byRank?.[rank] ?? [];
       let taken = 0;
       while (taken < queue.length && (queue[taken] as { round: number }).round <= round) taken++;
-      const bytes = taken > 0 ? queue[taken - 1]?.data : undefined;
+      const latest = taken > 0 ? queue[taken - 1] : undefined;
       queue.splice(0, taken);
       later ||= queue.length > 0;
-      if (!bytes || bytes.byteLength !== own.byteLength) return undefined;
-      buffers.push(new ctor(bytes.buffer, bytes.byteOffset, own.length));
+      const bytes = latest?.data;
+      if (latest === undefined) missing = true;
+      else if (bytes === null || bytes === undefined) withheld = true;
+      else if (bytes.byteLength !== own.byteLength) missing = true;
+      else {
+        buffers.push(new ctor(bytes.buffer, bytes.byteOffset, own.length));
+        copies.push(bytes);
+      }
     }
     if (!later) this.received.delete(id);
-    return buffers;
+    try {
+      if (missing) return 'missing';
+      if (withheld) return 'withheld';
+      reduce(buffers);
+      return 'reduced';
+    } finally {
+      for (const copy of copies) this.recycle(copy);
+    }
   }
 
   /** The submission of `id` on this rank is over without running (failed, evicted): send again next time. */
   withdraw(id: number): void {
     this.sent.delete(id);
+    this.withheld.delete(id);
   }
 
   /** `id` left the cache: peers' buffers for it will never be used. */
   forget(id: number): void {
     this.sent.delete(id);
+    this.withheld.delete(id);
     this.received.delete(id);
   }
 
   clear(): void {
     this.sent.clear();
+    this.withheld.clear();
     this.received.clear();
   }
 }

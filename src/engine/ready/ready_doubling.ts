@@ -40,6 +40,7 @@
  * a timer of its own, so holding back costs one grace period, not one per step.
  */
 import { ProtocolError } from '../../core/errors.js';
+import { detachControl } from '../wire/codec.js';
 import type { Contribution, OriginEagerData, StepMessage } from '../wire/messages.js';
 import type { EagerData } from './eager_exchange.js';
 import { checkRound, intersect, type RoundExchange, type RoundOutcome } from './ready_rounds.js';
@@ -147,7 +148,9 @@ export class DoublingExchange implements RoundExchange {
       this.inbox.set(round, bySteps);
     }
     if (bySteps.has(step)) throw new ProtocolError(`rank ${peer} sent step ${step} of ready round ${round} twice`);
-    bySteps.set(step, message);
+    // Kept until its step and forwarded in later ones: the eager buffers are copied out of the
+    // message, whose bytes the transport may reuse once this returns.
+    bySteps.set(step, detachControl(message));
     this.pump(round);
   }
 

@@ -90,7 +90,7 @@ export class ReadyPath {
         : new DoublingExchange(
             rank,
             size,
-            (ready) => this.eager.outgoing(ready, (id) => this.eagerEntry(id)),
+            (ready) => ({ ids: ready, eager: this.eager.outgoing(ready, (id) => this.eagerEntry(id)) }),
             (peer, step) => hooks.send(peer, { type: 'ready-step', ...step }),
             hooks.decisions,
           );
@@ -225,9 +225,9 @@ export class ReadyPath {
 
   /** All-to-all: this rank's contribution to a ready round, with the buffers of its new eager ids. */
   private report(round: number, ready: readonly number[]): readonly number[] {
-    const { ids, eager } = this.eager.outgoing(ready, (id) => this.eagerEntry(id));
-    this.hooks.broadcast({ type: 'ready', round, ids, eager });
-    return ids;
+    const eager = this.eager.outgoing(ready, (id) => this.eagerEntry(id));
+    this.hooks.broadcast({ type: 'ready', round, ids: ready, eager });
+    return ready;
   }
 
   private eagerEntry(id: number) {
@@ -245,10 +245,7 @@ export class ReadyPath {
       const request = this.cache.request(id);
       if (!request) continue;
       this.counts.agreed++;
-      if (this.eager.isEager(request)) {
-        this.finishEager(id, request, round.round);
-        continue;
-      }
+      if (this.eager.isEager(request) && this.finishEager(id, request, round.round)) continue;
       const response = this.cache.expand([id]);
       if (response) responses.push(response);
       elements.set(request.name, elementCount(request.shape));
@@ -265,22 +262,31 @@ export class ReadyPath {
     for (const response of planFusion(responses, elementsOf, this.settings.fusionThresholdBytes)) this.hooks.schedule(response);
   }
 
-  /** An agreed eager collective: every rank's buffer is here; the executor finishes it in place. */
-  private finishEager(id: number, request: Request, round: number): void {
+  /**
+   * An agreed eager collective: every rank's buffer is here, and the executor finishes it in
+   * place. False when some rank withheld its buffer: it takes the algorithms.
+   */
+  private finishEager(id: number, request: Request, round: number): boolean {
+    const own = this.queue.get(request.name)?.buffer;
+    const outcome = own
+      ? this.eager.take(id, round, request, own, (buffers) =>
+          this.executor.finishEager(request, buffers, own, buffers[0] !== own),
+        )
+      : 'missing';
+    if (outcome === 'withheld') return false;
     this.hooks.agreed([request]);
     const entry: Entry | undefined = this.queue.take(request.name);
     if (!entry?.buffer) {
       this.eager.forget(id);
-      return;
+      return true;
     }
-    const buffers = this.eager.take(id, round, request, entry.buffer);
-    if (!buffers) {
+    if (outcome === 'missing') {
       this.hooks.post({ type: 'failed', id: entry.id, error: toErrorRecord(new ShutdownError('ringreduce: the job broke')) });
       this.hooks.fail(new PeerFailureError(`a peer sent no or a wrongly sized eager buffer for tensor '${request.name}'`, 0));
-      return;
+      return true;
     }
-    this.executor.finishEager(request, buffers, entry.buffer);
     this.hooks.post({ type: 'done', id: entry.id });
     if (entry.fresh) this.hooks.releasedFresh(entry.buffer.byteLength);
+    return true;
   }
 }

@@ -5,9 +5,10 @@
  * 1 error, 2 a list of u32 cache ids, 3 the ranks that have joined); a response list ends with a
  * flag byte and, when it is 1, autotune's settings change; a ready report is its round and a bit-vector of cache ids
  * (bit i of byte i >> 3 is id i), so a hundred ready tensors cost 13 bytes, then the eager
- * buffers (id and bytes); a ready step (ready_doubling.ts) is its round, step, urgent flag and
- * bit-vector and rank 0's decision count, then the contributions it carries (rank and bit-vector) and the eager buffers
- * (origin rank, id and bytes). A request is its name, operation, dtype and shape, then the fields its
+ * buffers (id and bytes) and the withheld ones (a bit-vector); a ready step (ready_doubling.ts)
+ * is its round, step, urgent flag and bit-vector and rank 0's decision count, then the
+ * contributions it carries (rank and bit-vector) and the eager buffers (origin rank, id and
+ * bytes) and withheld ones (origin rank and bit-vector). A request is its name, operation, dtype and shape, then the fields its
  * operation's spec adds (ops/); an execute response carries the ruling request and the per-rank
  * counts. The primitives, and the decoder's bounds checks, are in wire.ts.
  */
@@ -135,6 +136,54 @@ function readResponse(r: Reader): WireResponse {
   return joined.length > 0 ? { kind: 'execute', names, request, counts, joined } : { kind: 'execute', names, request, counts };
 }
 
+/**
+ * Eager entries (eager_exchange.ts): those with data one by one (with their rank when
+ * `ranked`), then the withheld ones (empty data) as a bit-vector of ids per rank, since a
+ * withheld burst names many ids: a u32 count of (rank when `ranked`, bit-vector) groups.
+ */
+function writeEager(w: Writer, eager: readonly { rank?: number; id: number; data: Uint8Array }[], ranked: boolean): void {
+  const withheld = new Map<number, number[]>();
+  let sent = 0;
+  for (const e of eager) {
+    if (e.data.byteLength > 0) sent++;
+    else {
+      const rank = e.rank ?? 0;
+      const ids = withheld.get(rank);
+      if (ids) ids.push(e.id);
+      else withheld.set(rank, [e.id]);
+    }
+  }
+  w.u32(sent);
+  for (const { rank, id, data } of eager) {
+    if (data.byteLength === 0) continue;
+    if (ranked) w.u32(rank ?? 0);
+    w.u32(id);
+    w.bytesOf(data);
+  }
+  w.u32(withheld.size);
+  for (const [rank, ids] of withheld) {
+    if (ranked) w.u32(rank);
+    w.bitVector(ids);
+  }
+}
+
+const kNoData = new Uint8Array(0);
+
+function readEager(r: Reader, ranked: boolean): { rank: number; id: number; data: Uint8Array }[] {
+  const eager: { rank: number; id: number; data: Uint8Array }[] = [];
+  const n = r.count('eager buffers', ranked ? 12 : 8);
+  for (let i = 0; i < n; i++) {
+    const rank = ranked ? r.u32('eager rank') : 0;
+    eager.push({ rank, id: r.u32('eager id'), data: r.bytesOf('eager buffer') });
+  }
+  const groups = r.count('withheld eager groups', ranked ? 8 : 4);
+  for (let i = 0; i < groups; i++) {
+    const rank = ranked ? r.u32('withheld rank') : 0;
+    for (const id of idsOf(r.bytesOf('withheld bit-vector'))) eager.push({ rank, id, data: kNoData });
+  }
+  return eager;
+}
+
 /** One writer for every message: encoding never re-enters, and finish() copies the bytes out. */
 const kWriter = new Writer();
 
@@ -176,11 +225,7 @@ export function encodeControl(message: ControlMessage): Uint8Array {
   } else if (message.type === 'ready') {
     w.u32(message.round);
     w.bitVector(message.ids);
-    w.u32(message.eager.length);
-    for (const { id, data } of message.eager) {
-      w.u32(id);
-      w.bytesOf(data);
-    }
+    writeEager(w, message.eager, false);
   } else if (message.type === 'ready-step') {
     w.u32(message.round);
     w.u8(message.step);
@@ -192,14 +237,20 @@ export function encodeControl(message: ControlMessage): Uint8Array {
       w.u32(rank);
       w.bitVector(ids);
     }
-    w.u32(message.eager.length);
-    for (const { rank, id, data } of message.eager) {
-      w.u32(rank);
-      w.u32(id);
-      w.bytesOf(data);
-    }
+    writeEager(w, message.eager, true);
   }
   return w.finish();
+}
+
+/**
+ * `message` (decoded from `bytes`) with its own copies of the eager buffers, which decoding left
+ * as views of the payload: for a message kept after its payload's handler returned (the
+ * transport may reuse a payload's bytes for the next message).
+ */
+export function detachControl<M extends object>(message: M): M {
+  const eager = (message as { eager?: readonly { data: Uint8Array }[] }).eager;
+  if (eager === undefined || eager.length === 0) return message;
+  return { ...message, eager: eager.map((e) => ({ ...e, data: e.data.slice() })) };
 }
 
 export function decodeControl(bytes: Uint8Array): ControlMessage {
@@ -245,9 +296,7 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
   } else if (type === 'ready') {
     const round = r.u32('round');
     const ids = idsOf(r.bytesOf('ready bit-vector'));
-    const n = r.count('eager buffers', 8);
-    const eager: { id: number; data: Uint8Array }[] = [];
-    for (let i = 0; i < n; i++) eager.push({ id: r.u32('eager id'), data: r.bytesOf('eager buffer') });
+    const eager = readEager(r, false).map(({ id, data }) => ({ id, data }));
     message = { type, round, ids, eager };
   } else if (type === 'ready-step') {
     const round = r.u32('round');
@@ -258,9 +307,7 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     const contributions: { rank: number; ids: number[] }[] = [];
     const n = r.count('contributions', 8);
     for (let i = 0; i < n; i++) contributions.push({ rank: r.u32('contributing rank'), ids: idsOf(r.bytesOf('contribution')) });
-    const eager: { rank: number; id: number; data: Uint8Array }[] = [];
-    const m = r.count('eager buffers', 12);
-    for (let i = 0; i < m; i++) eager.push({ rank: r.u32('eager rank'), id: r.u32('eager id'), data: r.bytesOf('eager buffer') });
+    const eager = readEager(r, true);
     message = { type, round, step, urgent, ids, decisions, contributions, eager };
   } else {
     message = { type };

@@ -7,8 +7,8 @@
  */
 import { ProtocolError } from '../../core/errors.js';
 
-/** A reused writer keeps a buffer up to this size. */
-const kKeptBytes = 64 * 1024;
+/** A reused writer keeps a buffer up to this size (a ready report with the largest eager payload fits). */
+const kKeptBytes = 2 * 1024 * 1024;
 
 export class Writer {
   private bytes = new Uint8Array(256);

@@ -16,7 +16,9 @@
  * message, none for matched ones). A recv posted later takes the oldest arrived message: copies
  * what is there, and if the message is still arriving, redirects the rest straight into `into`.
  * A length mismatch rejects that recv with ProtocolError and discards the message; the link
- * stays up. Control payloads are assembled in their own buffer and handed to `onControl`.
+ * stays up. Control payloads are assembled in one buffer the receiver reuses (grown to the
+ * largest payload, kept up to kControlKeptBytes) and handed to `onControl`, which must copy what
+ * it keeps (the transport's contract); link and descriptor payloads get buffers of their own.
  *
  * A shared data frame (shm_lane.ts) is matched the same way once its descriptor is whole: its
  * bytes are copied out of the lane into the posted recv's `into` and the slot is handed back.
@@ -34,6 +36,7 @@ import {
   type FrameHeader,
   type FrameLimits,
   kHeaderBytes,
+  kKindControl,
   kKindData,
   kKindLink,
   kKindSharedData,
@@ -46,6 +49,8 @@ const kPooledStagingMinBytes = 64 * 1024;
 /** Below this, one more staged read (and a copy) beats a read of its own. */
 const kDirectMinBytes = 16 * 1024;
 const kEmpty = new Uint8Array(0);
+/** The reused control payload buffer is kept up to this size (a report with eager data fits). */
+const kControlKeptBytes = 2 * 1024 * 1024;
 
 interface PostedRecv {
   into: Uint8Array;
@@ -131,6 +136,8 @@ export class PeerReceiver implements ReadSink {
   private held = 0;
   /** Staging buffers that came from the pool. */
   private readonly pooled = new WeakSet<Uint8Array>();
+  /** Where control payloads are assembled, one at a time. */
+  private controlBytes = new Uint8Array(256);
 
   constructor(private readonly hooks: ReceiverHooks) {}
 
@@ -293,7 +300,7 @@ export class PeerReceiver implements ReadSink {
       slot: -1,
     };
     if (inbound.control) {
-      inbound.staged = new Uint8Array(header.length);
+      inbound.staged = header.kind === kKindControl ? this.controlPayload(header.length) : new Uint8Array(header.length);
     } else {
       const queue = this.queue(header.tag);
       const posted = queue.posted.shift();
@@ -311,6 +318,14 @@ export class PeerReceiver implements ReadSink {
     }
     this.cur = inbound;
     this.advance(inbound, 0);
+  }
+
+  /** The reused buffer's first `length` bytes (a payload past the kept size gets its own). */
+  private controlPayload(length: number): Uint8Array {
+    if (length > kControlKeptBytes) return new Uint8Array(length);
+    if (length > this.controlBytes.byteLength)
+      this.controlBytes = new Uint8Array(Math.max(length, 2 * this.controlBytes.byteLength));
+    return this.controlBytes.subarray(0, length);
   }
 
   /** Counts `n` more bytes of the current payload and completes it when whole. */

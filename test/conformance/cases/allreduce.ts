@@ -6,7 +6,7 @@
 import type { RingReduce } from '../../../src/api/runtime.js';
 import { allocShared, bytesPerElement, kDTypes } from '../../../src/core/dtypes.js';
 import type { DType, ReduceOp } from '../../../src/core/types.js';
-import { kEagerMaxBytes } from '../../../src/engine/ops/allreduce.js';
+import { eagerMaxBytes } from '../../../src/engine/ops/op_spec.js';
 import { referenceAllreduce, referenceInput, referenceScaledAllreduce } from '../../helpers/reference.js';
 import {
   type ConformanceCase,
@@ -56,24 +56,28 @@ const smallCounts: ConformanceCase = {
 };
 
 /**
- * A cached allreduce of at most kEagerMaxBytes rides with its ready report and is reduced on every
- * rank locally (engine/ready/eager_exchange.ts); one element more takes an algorithm. Each name
- * runs twice: through rank 0, then agreed in a ready round. Every dtype (its element size sets
- * the count at the limit) with sum, and every op of float32 and int32: the reductions themselves
- * are the same code at every count (the small-count case above runs them all).
+ * A cached allreduce of at most eagerMaxBytes(size) rides with its ready report and is reduced on every
+ * rank locally (engine/ready/eager_exchange.ts); one element more takes an algorithm, and so do
+ * eager-sized ones submitted together past that limit (their reports withhold the data: they run
+ * fused). Each name runs twice: through rank 0, then agreed in a ready round. The tensors at the
+ * limit go one at a time (each report carries one); those one element past it, and half-limit
+ * ones, all at once. Every dtype (its element size sets the count at the limit) with sum, and
+ * every op of float32 and int32: the reductions themselves are the same code at every count
+ * (the small-count case above runs them all).
  */
 const aroundEagerLimit: ConformanceCase = {
-  name: 'allreduce, cached: every dtype at the eager limit and one element past it, and every op of float32 and int32',
+  name: 'allreduce, cached: every dtype at the eager limit, one element past it and in a burst, and every op of float32 and int32',
   async run(rr, rank, size) {
     const combos = kCombos.filter(({ dtype, op }) => op === 'sum' || dtype === 'float32' || dtype === 'int32');
+    const atLimit = (dtype: DType) => Math.max(1, Math.floor(eagerMaxBytes(size) / bytesPerElement(dtype)));
+    const once = (dtype: DType, op: ReduceOp, count: number) =>
+      allreduceOnce(rr, rank, size, dtype, op, count, `ar-eager/${dtype}/${op}/${count}`);
     for (let round = 0; round < 2; round++) {
+      for (const { dtype, op } of combos) await once(dtype, op, atLimit(dtype));
       await settleAll(
-        combos.flatMap(({ dtype, op }) => {
-          const atLimit = kEagerMaxBytes / bytesPerElement(dtype);
-          return [atLimit, atLimit + 1].map((count) =>
-            allreduceOnce(rr, rank, size, dtype, op, count, `ar-eager/${dtype}/${op}/${count}`),
-          );
-        }),
+        combos.flatMap(({ dtype, op }) =>
+          [atLimit(dtype) + 1, Math.ceil(atLimit(dtype) / 2)].map((count) => once(dtype, op, count)),
+        ),
       );
     }
   },
