@@ -28,6 +28,7 @@ import {
   toErrorRecord,
 } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
+import { ReusePool } from '../core/reuse_pool.js';
 import { type Collect, SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { Timeline } from '../observability/timeline.js';
 import { SubgroupTransport } from '../transport/subgroup_transport.js';
@@ -85,6 +86,10 @@ export interface EngineOptions {
 
 /** Messages for a set this rank has not defined yet (a faster member's), held at most: a bound on a broken peer. */
 const kMaxEarlyMessages = 100_000;
+/** Encoded control messages from this size up reuse arrays (smaller ones cost less than the bookkeeping). */
+const kReusedEncodingMinBytes = 4096;
+/** Free encoding arrays kept for reuse. */
+const kReusedEncodingBytes = 2 * 1024 * 1024;
 
 export class Engine {
   private readonly sets = new Map<number, SetEngine>();
@@ -93,6 +98,8 @@ export class Engine {
   private readonly removed = new Set<number>();
   /** Messages for sets this rank will define soon (a member that defined it first already speaks). */
   private readonly early = new Map<number, [number, SetMessage][]>();
+  /** Arrays that large encoded messages reuse (sendEncoded). */
+  private readonly encoded = new ReusePool(kReusedEncodingBytes);
   private earlyCount = 0;
   private readonly world: SetEngine;
   /** Sends and recvs: between two ranks, outside negotiation. */
@@ -364,21 +371,41 @@ export class Engine {
 
   /** Sends a control message to rank `peer` (a job rank); a peer known to have failed gets nothing. */
   private sendTo(peer: number, message: ControlMessage): Promise<unknown> {
-    return this.sendBytes(peer, encodeControl(message));
+    return this.sendEncoded([peer], message);
   }
 
   /** Sends `message` to every rank of `ranks` but this one, encoded once; settles once the OS has them all. */
   private sendToAll(ranks: readonly number[], message: ControlMessage): Promise<unknown> {
-    const bytes = encodeControl(message);
-    const sends: Promise<unknown>[] = [];
-    for (const peer of ranks) if (peer !== this.config.rank) sends.push(this.sendBytes(peer, bytes));
-    return sends.length === 1 ? (sends[0] as Promise<unknown>) : Promise.all(sends);
+    return this.sendEncoded(
+      ranks.filter((peer) => peer !== this.config.rank),
+      message,
+    );
+  }
+
+  /**
+   * Encodes `message` once and sends it to every rank of `peers`. A large one (a report with
+   * eager data) is encoded into an array of `encoded`, given back once every send of it has
+   * resolved (a transport is done with a payload then) and none failed.
+   */
+  private sendEncoded(peers: readonly number[], message: ControlMessage): Promise<unknown> {
+    const bytes = encodeControl(message, this.encoded.take);
+    let reusable = bytes.byteLength >= kReusedEncodingMinBytes;
+    const failed = () => {
+      reusable = false;
+    };
+    const sends = peers.map((peer) => this.sendBytes(peer, bytes, failed));
+    const all = sends.length === 1 ? (sends[0] as Promise<unknown>) : Promise.all(sends);
+    if (reusable) void all.then(() => reusable && this.encoded.give(bytes));
+    return all;
   }
 
   /** Sends an encoded control message to rank `peer`; a peer known to have failed gets nothing. */
-  private sendBytes(peer: number, bytes: Uint8Array): Promise<unknown> {
+  private sendBytes(peer: number, bytes: Uint8Array, failed?: () => void): Promise<unknown> {
     if (this.failedPeers.has(peer)) return Promise.resolve();
-    return this.transport.sendControl(peer, bytes).catch((error) => this.fail(error));
+    return this.transport.sendControl(peer, bytes).catch((error) => {
+      failed?.();
+      this.fail(error);
+    });
   }
 
   private onControl(peer: number, payload: Uint8Array): void {

@@ -12,9 +12,10 @@
  *   `send` resolves once `data` may be reused; the caller must not modify it before then.
  * - Control plane. `sendControl(peer, payload)` delivers a variable-length message to the
  *   handler set with `onControl` on the peer, in order per peer. The engine's negotiation
- *   uses it; payloads are small (ready reports with eager data are the largest). The payload
- *   is valid only while the handler runs: a backend may reuse its bytes for the next message,
- *   so a handler copies what it keeps.
+ *   uses it; payloads are small (ready reports with eager data are the largest). Like `send`,
+ *   `sendControl` resolves once `payload` may be reused. On the receiving side the payload is
+ *   valid only while the handler runs: a backend may reuse its bytes for the next message, so
+ *   a handler copies what it keeps.
  *
  * Deadlines and failures:
  * - A `recv` that makes no progress for the backend's I/O timeout rejects with TimeoutError

@@ -35,13 +35,14 @@
  */
 import type { ForcedAlgorithms } from '../../core/algorithm_names.js';
 import { constructorOf } from '../../core/dtypes.js';
+import { ReusePool } from '../../core/reuse_pool.js';
 import type { TypedArray } from '../../core/types.js';
 import { eagerMaxBytes } from '../ops/op_spec.js';
 import { specOf } from '../ops/registry.js';
 import type { Request } from '../wire/messages.js';
 
 /** Free receive buffers kept for reuse, in bytes. */
-const kPoolMaxBytes = 2 * 1024 * 1024;
+const kReuseBytes = 2 * 1024 * 1024;
 /** The buffer of a withheld eager id (no eager tensor is empty). */
 const kWithheld = new Uint8Array(0);
 
@@ -61,9 +62,8 @@ export class EagerExchange {
   private readonly withheld = new Set<number>();
   /** Peers' buffers by id, indexed by rank, oldest first, each with the round it was reported for (null: withheld). */
   private readonly received = new Map<number, { round: number; data: Uint8Array | null }[][]>();
-  /** Free receive buffers by byte length. */
-  private readonly pool = new Map<number, Uint8Array[]>();
-  private pooledBytes = 0;
+  /** Receive buffers the reductions are done with. */
+  private readonly pool = new ReusePool(kReuseBytes);
   /** The most eager bytes one report carries. */
   private readonly maxReportBytes: number;
 
@@ -114,27 +114,13 @@ export class EagerExchange {
         byRank = Array.from({ length: this.size }, () => []);
         this.received.set(id, byRank);
       }
-      byRank[peer]?.push({ round, data: bytes.byteLength === 0 ? null : this.copyOf(bytes) });
+      let copy: Uint8Array | null = null;
+      if (bytes.byteLength > 0) {
+        copy = this.pool.take(bytes.byteLength);
+        copy.set(bytes);
+      }
+      byRank[peer]?.push({ round, data: copy });
     }
-  }
-
-  private copyOf(bytes: Uint8Array): Uint8Array {
-    const copy = this.pool.get(bytes.byteLength)?.pop();
-    if (!copy) return bytes.slice();
-    this.pooledBytes -= copy.byteLength;
-    copy.set(bytes);
-    return copy;
-  }
-
-  private recycle(data: Uint8Array): void {
-    if (this.pooledBytes + data.byteLength > kPoolMaxBytes) return;
-    let free = this.pool.get(data.byteLength);
-    if (!free) {
-      free = [];
-      this.pool.set(data.byteLength, free);
-    }
-    free.push(data);
-    this.pooledBytes += data.byteLength;
   }
 
   /**
@@ -186,7 +172,7 @@ export class EagerExchange {
       reduce(buffers);
       return 'reduced';
     } finally {
-      for (const copy of copies) this.recycle(copy);
+      for (const copy of copies) this.pool.give(copy);
     }
   }
 

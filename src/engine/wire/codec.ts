@@ -187,7 +187,8 @@ function readEager(r: Reader, ranked: boolean): { rank: number; id: number; data
 /** One writer for every message: encoding never re-enters, and finish() copies the bytes out. */
 const kWriter = new Writer();
 
-export function encodeControl(message: ControlMessage): Uint8Array {
+/** The encoded `message`, in a fresh array or in `alloc`'s (of the message's length). */
+export function encodeControl(message: ControlMessage, alloc?: (length: number) => Uint8Array): Uint8Array {
   const w = kWriter;
   w.reset();
   w.u8(codeOf(kTypes, message.type));
@@ -239,7 +240,7 @@ export function encodeControl(message: ControlMessage): Uint8Array {
     }
     writeEager(w, message.eager, true);
   }
-  return w.finish();
+  return w.finish(alloc);
 }
 
 /**

@@ -76,9 +76,12 @@ export class Writer {
       this.view = new DataView(this.bytes.buffer);
     }
   }
-  /** The bytes written so far, copied out. */
-  finish(): Uint8Array {
-    return this.bytes.slice(0, this.offset);
+  /** The bytes written so far, copied out (into `alloc`'s array of that length, when given). */
+  finish(alloc?: (length: number) => Uint8Array): Uint8Array {
+    if (alloc === undefined) return this.bytes.slice(0, this.offset);
+    const out = alloc(this.offset);
+    out.set(this.bytes.subarray(0, this.offset));
+    return out;
   }
 }
 
