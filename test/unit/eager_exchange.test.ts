@@ -72,54 +72,29 @@ describe('EagerExchange', () => {
         request: { ...request, name: `g${id}`, shape: [1024] },
         buffer: new Float32Array(1024),
       }));
-    const lookup = (entries: ReturnType<typeof grads>) => (id: number) => entries[id];
+    /** What `exchange` sends with a report of every one of `entries` ready. */
+    const report = (exchange: EagerExchange, entries: ReturnType<typeof grads>) =>
+      exchange.outgoing(
+        entries.map((g) => g.id),
+        (id) => entries[id],
+      );
     // 2 ranks: 64 KiB per report, 16 tensors of 4 KiB fit.
     const within = new EagerExchange(0, 2);
     const sixteen = grads(16);
-    const sent = within.outgoing(
-      sixteen.map((g) => g.id),
-      lookup(sixteen),
-    );
     assert.deepEqual(
-      sent.map((e) => e.data.byteLength),
+      report(within, sixteen).map((e) => e.data.byteLength),
       Array(16).fill(4096),
     );
-    assert.deepEqual(
-      within.outgoing(
-        sixteen.map((g) => g.id),
-        lookup(sixteen),
-      ),
-      [],
-      'sent once per submission',
-    );
+    assert.deepEqual(report(within, sixteen), [], 'sent once per submission');
     const burst = new EagerExchange(0, 2);
     const seventeen = grads(17);
-    const withheld = burst.outgoing(
-      seventeen.map((g) => g.id),
-      lookup(seventeen),
-    );
     assert.deepEqual(
-      withheld.map((e) => [e.id, e.data.byteLength]),
+      report(burst, seventeen).map((e) => [e.id, e.data.byteLength]),
       seventeen.map((g) => [g.id, 0]),
     );
-    assert.deepEqual(
-      burst.outgoing(
-        seventeen.map((g) => g.id),
-        lookup(seventeen),
-      ),
-      [],
-      'withheld once per submission',
-    );
+    assert.deepEqual(report(burst, seventeen), [], 'withheld once per submission');
     // 3 ranks: half as much per report.
-    const three = new EagerExchange(0, 3);
-    assert.ok(
-      three
-        .outgoing(
-          sixteen.slice(0, 9).map((g) => g.id),
-          lookup(sixteen),
-        )
-        .every((e) => e.data.byteLength === 0),
-    );
+    assert.ok(report(new EagerExchange(0, 3), sixteen.slice(0, 9)).every((e) => e.data.byteLength === 0));
   });
 
   it('leaves an id to the algorithms when any rank withheld its buffer, on every rank alike', () => {

@@ -156,13 +156,12 @@ export class EagerExchange {
       const latest = taken > 0 ? queue[taken - 1] : undefined;
       queue.splice(0, taken);
       later ||= queue.length > 0;
-      const bytes = latest?.data;
       if (latest === undefined) missing = true;
-      else if (bytes === null || bytes === undefined) withheld = true;
-      else if (bytes.byteLength !== own.byteLength) missing = true;
+      else if (latest.data === null) withheld = true;
+      else if (latest.data.byteLength !== own.byteLength) missing = true;
       else {
-        buffers.push(new ctor(bytes.buffer, bytes.byteOffset, own.length));
-        copies.push(bytes);
+        buffers.push(new ctor(latest.data.buffer, latest.data.byteOffset, own.length));
+        copies.push(latest.data);
       }
     }
     if (!later) this.received.delete(id);

@@ -142,11 +142,13 @@ function readResponse(r: Reader): WireResponse {
  * withheld burst names many ids: a u32 count of (rank when `ranked`, bit-vector) groups.
  */
 function writeEager(w: Writer, eager: readonly { rank?: number; id: number; data: Uint8Array }[], ranked: boolean): void {
-  const withheld = new Map<number, number[]>();
+  // Built only when something is withheld: a report is written on every call.
+  let withheld: Map<number, number[]> | undefined;
   let sent = 0;
   for (const e of eager) {
     if (e.data.byteLength > 0) sent++;
     else {
+      withheld ??= new Map();
       const rank = e.rank ?? 0;
       const ids = withheld.get(rank);
       if (ids) ids.push(e.id);
@@ -160,8 +162,8 @@ function writeEager(w: Writer, eager: readonly { rank?: number; id: number; data
     w.u32(id);
     w.bytesOf(data);
   }
-  w.u32(withheld.size);
-  for (const [rank, ids] of withheld) {
+  w.u32(withheld?.size ?? 0);
+  for (const [rank, ids] of withheld ?? []) {
     if (ranked) w.u32(rank);
     w.bitVector(ids);
   }
@@ -169,17 +171,18 @@ function writeEager(w: Writer, eager: readonly { rank?: number; id: number; data
 
 const kNoData = new Uint8Array(0);
 
-function readEager(r: Reader, ranked: boolean): { rank: number; id: number; data: Uint8Array }[] {
-  const eager: { rank: number; id: number; data: Uint8Array }[] = [];
+/** The eager entries writeEager wrote; `entry` makes each (with its origin rank when `ranked`). */
+function readEager<E>(r: Reader, ranked: boolean, entry: (rank: number, id: number, data: Uint8Array) => E): E[] {
+  const eager: E[] = [];
   const n = r.count('eager buffers', ranked ? 12 : 8);
   for (let i = 0; i < n; i++) {
     const rank = ranked ? r.u32('eager rank') : 0;
-    eager.push({ rank, id: r.u32('eager id'), data: r.bytesOf('eager buffer') });
+    eager.push(entry(rank, r.u32('eager id'), r.bytesOf('eager buffer')));
   }
   const groups = r.count('withheld eager groups', ranked ? 8 : 4);
   for (let i = 0; i < groups; i++) {
     const rank = ranked ? r.u32('withheld rank') : 0;
-    for (const id of idsOf(r.bytesOf('withheld bit-vector'))) eager.push({ rank, id, data: kNoData });
+    for (const id of idsOf(r.bytesOf('withheld bit-vector'))) eager.push(entry(rank, id, kNoData));
   }
   return eager;
 }
@@ -297,7 +300,7 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
   } else if (type === 'ready') {
     const round = r.u32('round');
     const ids = idsOf(r.bytesOf('ready bit-vector'));
-    const eager = readEager(r, false).map(({ id, data }) => ({ id, data }));
+    const eager = readEager(r, false, (_rank, id, data) => ({ id, data }));
     message = { type, round, ids, eager };
   } else if (type === 'ready-step') {
     const round = r.u32('round');
@@ -308,7 +311,7 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     const contributions: { rank: number; ids: number[] }[] = [];
     const n = r.count('contributions', 8);
     for (let i = 0; i < n; i++) contributions.push({ rank: r.u32('contributing rank'), ids: idsOf(r.bytesOf('contribution')) });
-    const eager = readEager(r, true);
+    const eager = readEager(r, true, (rank, id, data) => ({ rank, id, data }));
     message = { type, round, step, urgent, ids, decisions, contributions, eager };
   } else {
     message = { type };
