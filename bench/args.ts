@@ -17,7 +17,8 @@ export interface BenchArgs {
   /** --compression: 'fp16' for allreduce, allgather and reducescatter of float32. */
   compression: Compression;
   iterations: number;
-  warmup: number;
+  /** Untimed iterations per size; undefined: from the size (spec.ts, autoWarmup). */
+  warmup?: number;
   check: boolean;
   fresh: boolean;
   inPlace: boolean;
@@ -101,8 +102,12 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
       `${kCompressions.join(' or ')}: fp16 sends float32 tensors as halves (allreduce, allgather, reducescatter)`,
       'none',
     )
-    .option('-i, --iters <n>', 'timed iterations per size (default: from the size, 3..200)', positiveInt('iters', 1), 0)
-    .option('-w, --warmup <n>', 'untimed iterations per size', positiveInt('warmup', 0), 2)
+    .option('-i, --iters <n>', 'timed iterations per size (default: from the size, 3..1000)', positiveInt('iters', 1), 0)
+    .option(
+      '-w, --warmup <n>',
+      'untimed iterations per size (default: from the size, up to 4000 calls, until V8 has optimized the path)',
+      positiveInt('warmup', 0),
+    )
     .option('--no-check', 'skip checking the results')
     .option('--fresh', 'let every call allocate its output (the default API) instead of reusing one via the out option')
     .option(

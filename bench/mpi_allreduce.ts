@@ -15,7 +15,8 @@
  *   transport  MpiTransport's native allreduce straight from one thread (no engine): the
  *              backend's own cost.
  * Every mode uses the C program's schedule (iterations = clamp(1 GiB / bytes, 5, 1000), capped
- * to ~0.5 s per size from a probe; warm-up = clamp(iterations / 10, 2, 100)), and its latency:
+ * to ~0.5 s per size from a probe; warm-up = clamp(iterations / 10, 2, 100), and for ringreduce's
+ * modes up to 4000 calls or 2 s, until V8 has optimized the path), and its latency:
  * the mean over ranks of each rank's mean time per call. ringreduce's modes reduce in place
  * (the C program reduces out of place, without an extra pass) over zeros, so the values stay
  * put; a last call with real values checks the result. Like the C program, every mode touches
@@ -31,6 +32,9 @@ import { idlePercent, machineLine } from './machine.js';
 
 const kRoot = fileURLToPath(new URL('../../', import.meta.url));
 const kTimeBudgetS = 0.5;
+/** ringreduce's modes warm up for up to this many calls or this long (see the rank's loop). */
+const kJsWarmupCalls = 4000;
+const kJsWarmupBudgetS = 2;
 const kResultPrefix = 'MPI-BENCH ';
 
 type Mode = 'c' | 'api' | 'batch' | 'transport';
@@ -131,9 +135,12 @@ async function rankMain(mode: Mode, sizes: number[]): Promise<void> {
       await c.allreduce(bufs);
       estimate = (performance.now() - t) / 1000 / perCall;
     }
-    const { iters, warmup } = schedule(bytes, await c.shareFromRoot(estimate));
+    const shared = await c.shareFromRoot(estimate);
+    const { iters, warmup } = schedule(bytes, shared);
     const calls = Math.max(1, Math.ceil(iters / perCall));
-    for (let i = 0; i < Math.ceil(warmup / perCall); i++) await c.allreduce(bufs);
+    // JavaScript runs at its steady speed only once V8 has optimized it, after a few thousand calls.
+    const jsWarmup = Math.max(warmup, Math.min(kJsWarmupCalls, Math.floor(kJsWarmupBudgetS / Math.max(shared, 1e-6))));
+    for (let i = 0; i < Math.ceil(jsWarmup / perCall); i++) await c.allreduce(bufs);
     await c.gather(0); // a barrier
     const t0 = performance.now();
     for (let i = 0; i < calls; i++) await c.allreduce(bufs);

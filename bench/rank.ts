@@ -15,6 +15,7 @@ import type { TypedArray } from '../src/core/types.js';
 import { checkOutput, expectedResult, makeInput, type RowLayout } from './patterns.js';
 import {
   autoIterations,
+  autoWarmup,
   type BenchOp,
   type BenchReport,
   type BenchRow,
@@ -131,7 +132,9 @@ async function measure(
   // allgather and gather contribute one part; scatter's input is the root's only.
   const inputLength = op === 'allgather' || op === 'gather' ? perRank : count;
   const input = op === 'scatter' && rank !== kRoot ? null : makeInput(spec.dtype, inputLength, rank);
-  const iterations = spec.iterations > 0 ? spec.iterations : autoIterations(bytes);
+  const tensors = op === 'allreduce' ? spec.tensors : 1;
+  const iterations = spec.iterations > 0 ? spec.iterations : autoIterations(bytes, tensors);
+  const warmup = spec.warmup ?? autoWarmup(bytes, tensors);
   // The reused output (every op takes one): as long as this rank's result, where the rank gets one.
   const result = expectedResult(op, layout);
   const reused = spec.fresh || !result ? undefined : allocShared(spec.dtype, result.length);
@@ -153,7 +156,9 @@ async function measure(
   const step = () =>
     many ? runMany(rr, spec, inputs, outs, processSet) : runOne(rr, spec, op, name, tensor, target, processSet);
   let out: TypedArray | null = null;
-  for (let i = 0; i < spec.warmup; i++) out = await step();
+  const warmupStart = performance.now();
+  for (let i = 0; i < warmup; i++) out = await step();
+  const warmupUs = warmup > 0 ? ((performance.now() - warmupStart) * 1000) / warmup : 0;
   await rr.barrier(scope);
   const times = new Float64Array(iterations);
   const statsBefore = rr.stats();
@@ -184,6 +189,8 @@ async function measure(
     iterations,
     timeUs,
     medianUs: times[Math.floor((iterations - 1) / 2)] ?? timeUs,
+    warmup,
+    warmupUs,
     cpuUs: (cpu.user + cpu.system) / iterations,
     ok,
     maxRssBytes: process.resourceUsage().maxRSS * 1024,

@@ -34,9 +34,10 @@ export interface BenchSpec {
   ops: BenchOp[];
   sizes: number[];
   dtype: DType;
-  /** Timed iterations per size; 0 picks them from the size (about 64 MiB of data, 3..200). */
+  /** Timed iterations per size; 0 picks them from the size (autoIterations). */
   iterations: number;
-  warmup: number;
+  /** Untimed iterations per size before the timed ones; undefined picks them from the size (autoWarmup). */
+  warmup?: number;
   check: boolean;
   /**
    * Fresh output memory per call (the API default) instead of a reused `out` buffer. Alltoall and
@@ -75,6 +76,9 @@ export interface BenchRow {
   timeUs: number;
   /** The median of the iterations' times (µs): steadier than the mean on a shared machine. */
   medianUs: number;
+  /** Untimed iterations before the timed ones, and their mean time per call (µs): what a cold start costs. */
+  warmup?: number;
+  warmupUs?: number;
   /**
    * CPU time this rank's process (all its threads: caller, engine, V8's) used per timed call, µs:
    * what bounds the time once the ranks' threads outnumber the free cores.
@@ -106,7 +110,21 @@ export interface BenchReport {
 export const kStepTensors = 100;
 export const kStepTensorBytes = 4096;
 
-/** Timed iterations for a buffer of `bytes` when the user gave none. */
-export function autoIterations(bytes: number): number {
-  return Math.max(3, Math.min(200, Math.round((64 * 1024 * 1024) / Math.max(bytes, 1))));
+/**
+ * Timed iterations for `tensors` buffers of `bytes` each when the user gave none: about 1 GiB of
+ * data, at most 1000 iterations and 20,000 calls, at least 3 (the peers' schedule,
+ * bench/peers/mpi_coll_bench.c, counted so that every rank computes the same number).
+ */
+export function autoIterations(bytes: number, tensors = 1): number {
+  const calls = Math.floor(20_000 / tensors);
+  return Math.max(3, Math.min(1000, calls, Math.round(2 ** 30 / Math.max(bytes * tensors, 1))));
+}
+
+/**
+ * Untimed calls before the timed ones when the user gave none: up to 4000 calls (V8 optimizes a
+ * function after a few thousand calls, and until then a small call costs several times its
+ * steady-state time: docs/performance.md, "Method"), at most about 4 GiB of data, at least 2.
+ */
+export function autoWarmup(bytes: number, tensors = 1): number {
+  return Math.max(2, Math.min(Math.floor(4000 / tensors), Math.round(2 ** 32 / Math.max(bytes * tensors, 1))));
 }

@@ -1,7 +1,8 @@
 /**
  * Merges the ranks' reports into rows (the slowest rank's time, as nccl-tests does) and prints
  * them in the nccl-tests layout, with the median iteration next to the mean (time) and the CPU
- * time a rank's process used per call (the largest of the ranks; near time, the job is CPU-bound).
+ * time a rank's process used per call (the largest of the ranks; near time, the job is CPU-bound)
+ * and the mean time per call of the untimed warm-up before them (a cold start's cost).
  * algbw = bytes / time, bytes being the row's size (spec.ts); busbw = algbw × busFactor, the
  * share of the buffer that the busiest link must carry in an optimal algorithm, so that busbw is
  * comparable across rank counts, across ops and with the peers' (and nccl-tests') figures.
@@ -19,6 +20,8 @@ export interface ResultRow {
   medianUs: number;
   /** The largest CPU time per call of any rank's process (see BenchRow.cpuUs). */
   cpuUs: number;
+  /** The slowest rank's mean time per call of the untimed warm-up (BenchRow.warmupUs); 0 without one. */
+  warmupUs: number;
   algbwGBs: number;
   busbwGBs: number;
   ok: boolean | null;
@@ -65,6 +68,7 @@ export function mergeReports(all: readonly BenchReport[]): ResultRow[] {
     let timeUs = 0;
     let medianUs = 0;
     let cpuUs = 0;
+    let warmupUs = 0;
     let ok: boolean | null = row.ok;
     let maxRssBytes = 0;
     for (const report of reports) {
@@ -73,11 +77,23 @@ export function mergeReports(all: readonly BenchReport[]): ResultRow[] {
       timeUs = Math.max(timeUs, r.timeUs);
       medianUs = Math.max(medianUs, r.medianUs);
       cpuUs = Math.max(cpuUs, r.cpuUs);
+      warmupUs = Math.max(warmupUs, r.warmupUs ?? 0);
       if (r.ok !== null) ok = (ok ?? true) && r.ok;
       maxRssBytes = Math.max(maxRssBytes, r.maxRssBytes);
     }
     const algbwGBs = row.bytes / (timeUs * 1e-6) / 1e9;
-    return { ...row, ranks: n, timeUs, medianUs, cpuUs, ok, maxRssBytes, algbwGBs, busbwGBs: algbwGBs * busFactor(row.op, n) };
+    return {
+      ...row,
+      ranks: n,
+      timeUs,
+      medianUs,
+      cpuUs,
+      warmupUs,
+      ok,
+      maxRssBytes,
+      algbwGBs,
+      busbwGBs: algbwGBs * busFactor(row.op, n),
+    };
   });
 }
 
@@ -98,12 +114,13 @@ export function formatTable(rows: readonly ResultRow[], dtype: string): string {
     'time(us)',
     'p50(us)',
     'cpu(us)',
+    'warm(us)',
     'algbw(GB/s)',
     'busbw(GB/s)',
     'check',
     'peakRSS(MiB)',
   ];
-  const widths = [10, 11, 8, 6, 12, 10, 10, 12, 12, 6, 13];
+  const widths = [10, 11, 8, 6, 12, 10, 10, 10, 12, 12, 6, 13];
   const micros = (us: number) => (us < 100 ? us.toFixed(1) : us.toFixed(0));
   const pad = (cells: string[]) => cells.map((c, i) => c.padStart(widths[i] as number)).join(' ');
   let op: string | undefined;
@@ -121,6 +138,7 @@ export function formatTable(rows: readonly ResultRow[], dtype: string): string {
         micros(r.timeUs),
         micros(r.medianUs),
         micros(r.cpuUs),
+        r.warmupUs > 0 ? micros(r.warmupUs) : '-',
         r.algbwGBs.toFixed(3),
         r.busbwGBs.toFixed(3),
         r.ok === null ? '-' : r.ok ? 'ok' : 'WRONG',

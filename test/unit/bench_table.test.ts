@@ -34,20 +34,24 @@ test('bus factors: allreduce 2(n-1)/n; allgather, reducescatter, alltoall, gathe
 
 test('a row takes the slowest rank, and is wrong if any rank is', () => {
   const reports: BenchReport[] = [
-    { rank: 0, size: 4, rows: [row(1000, 800, true)], idleCpuMs: 1 },
-    { rank: 1, size: 4, rows: [{ ...row(2000, 700, false), cpuUs: 900 }], idleCpuMs: 1 },
+    { rank: 0, size: 4, rows: [{ ...row(1000, 800, true), warmup: 40, warmupUs: 3100 }], idleCpuMs: 1 },
+    { rank: 1, size: 4, rows: [{ ...row(2000, 700, false), cpuUs: 900, warmup: 40, warmupUs: 2900 }], idleCpuMs: 1 },
   ];
   const [merged] = mergeReports(reports);
   assert.ok(merged);
   assert.equal(merged.timeUs, 2000);
   assert.equal(merged.medianUs, 800);
   assert.equal(merged.cpuUs, 900);
+  assert.equal(merged.warmupUs, 3100);
   assert.equal(merged.ok, false);
   assert.ok(Math.abs(merged.algbwGBs - (1 << 20) / 2e-3 / 1e9) < 1e-12);
   assert.ok(Math.abs(merged.busbwGBs - merged.algbwGBs * 1.5) < 1e-12);
   const table = formatTable([merged], 'float32');
   assert.match(table, /# allreduce, 4 ranks/);
-  assert.match(table, /1 MiB\s+262144\s+float32\s+10\s+2000\s+800\s+900\s+0\.524\s+0\.786\s+WRONG\s+100/);
+  assert.match(table, /1 MiB\s+262144\s+float32\s+10\s+2000\s+800\s+900\s+3100\s+0\.524\s+0\.786\s+WRONG\s+100/);
+  // A row without a warm-up (an older report) shows none.
+  const [cold] = mergeReports(reports.map((r) => ({ ...r, rows: r.rows.map(({ warmup, warmupUs, ...rest }) => rest) })));
+  assert.match(formatTable([cold as typeof merged], 'float32'), /900\s+-\s+0\.524/);
 });
 
 test('the new ops get their own section and factor', () => {
