@@ -105,7 +105,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     .option('-i, --iters <n>', 'timed iterations per size (default: from the size, 3..1000)', positiveInt('iters', 1), 0)
     .option(
       '-w, --warmup <n>',
-      'untimed iterations per size (default: from the size, up to 4000 calls, until V8 has optimized the path)',
+      'untimed iterations per size (default: from the size, up to 10,000 calls, until V8 has optimized the path)',
       positiveInt('warmup', 0),
     )
     .option('--no-check', 'skip checking the results')

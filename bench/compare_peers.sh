@@ -25,8 +25,8 @@ for rep in $(seq 1 "$REPS"); do
   OUT="$OUT/peers.rep$rep" REPS=1 SIZES="$SIZES" bash "$PEERS/run-peers.sh" mpi-allreduce gloo > "$OUT/peers.rep$rep.md" 2> "$OUT/peers.rep$rep.log" || true
   # The floors of a small call on 2 ranks (bench/thread_hop_floor.ts): the thread hand-offs of
   # ringreduce's design, and those of a design whose caller thread owns the socket.
-  node "$ROOT/dist/bench/thread_hop_floor.js" 3000 --json "$OUT/floor-engine-thread.rep$rep.json" >&2 || echo "floor failed" >&2
-  node "$ROOT/dist/bench/thread_hop_floor.js" 3000 --caller-only --json "$OUT/floor-caller-only.rep$rep.json" >&2 || echo "floor failed" >&2
+  node "$ROOT/dist/bench/thread_hop_floor.js" 10000 --json "$OUT/floor-engine-thread.rep$rep.json" >&2 || echo "floor failed" >&2
+  node "$ROOT/dist/bench/thread_hop_floor.js" 10000 --caller-only --json "$OUT/floor-caller-only.rep$rep.json" >&2 || echo "floor failed" >&2
   for np in $RANKS; do
     echo "[$(date +%H:%M:%S)] ringreduce np$np rep$rep" >&2
     node "$ROOT/dist/bench/main.js" --op allreduce --sizes "$RR_SIZES" --ranks "$np" \

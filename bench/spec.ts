@@ -121,10 +121,10 @@ export function autoIterations(bytes: number, tensors = 1): number {
 }
 
 /**
- * Untimed calls before the timed ones when the user gave none: up to 4000 calls (V8 optimizes a
+ * Untimed calls before the timed ones when the user gave none: up to 10,000 calls (V8 optimizes a
  * function after a few thousand calls, and until then a small call costs several times its
  * steady-state time: docs/performance.md, "Method"), at most about 4 GiB of data, at least 2.
  */
 export function autoWarmup(bytes: number, tensors = 1): number {
-  return Math.max(2, Math.min(Math.floor(4000 / tensors), Math.round(2 ** 32 / Math.max(bytes * tensors, 1))));
+  return Math.max(2, Math.min(Math.floor(10_000 / tensors), Math.round(2 ** 32 / Math.max(bytes * tensors, 1))));
 }
