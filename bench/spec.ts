@@ -121,10 +121,12 @@ export function autoIterations(bytes: number, tensors = 1): number {
 }
 
 /**
- * Untimed calls before the timed ones when the user gave none: up to 10,000 calls (V8 optimizes a
- * function after a few thousand calls, and until then a small call costs several times its
- * steady-state time: docs/performance.md, "Method"), at most about 4 GiB of data, at least 2.
+ * Untimed iterations before the timed ones when the user gave none: up to 10,000 calls (V8
+ * optimizes a function after a few thousand calls, and until then a small call costs several
+ * times its steady-state time: docs/performance.md, "Method"), and for a step of several tensors
+ * up to 2000 steps (the fusion's code runs once per step); at most about 4 GiB of data, at least 2.
  */
 export function autoWarmup(bytes: number, tensors = 1): number {
-  return Math.max(2, Math.min(Math.floor(10_000 / tensors), Math.round(2 ** 32 / Math.max(bytes * tensors, 1))));
+  const iterations = tensors > 1 ? 2000 : 10_000;
+  return Math.max(2, Math.min(iterations, Math.round(2 ** 32 / Math.max(bytes * tensors, 1))));
 }

@@ -30,7 +30,7 @@ describe('bench arguments: --step', () => {
   });
 });
 
-test('the default schedule: about 1 GiB timed (at most 1000 iterations, 20,000 calls) after up to 10,000 warm-up calls', () => {
+test('the default schedule: about 1 GiB timed (at most 1000 iterations, 20,000 calls) after up to 10,000 warm-up calls (2000 steps of several tensors)', () => {
   assert.equal(autoIterations(4), 1000);
   assert.equal(autoIterations(1 << 20), 1000);
   assert.equal(autoIterations(16 << 20), 64);
@@ -41,7 +41,8 @@ test('the default schedule: about 1 GiB timed (at most 1000 iterations, 20,000 c
   assert.equal(autoWarmup(1 << 20), 4096);
   assert.equal(autoWarmup(16 << 20), 256);
   assert.equal(autoWarmup(2 ** 33), 2);
-  assert.equal(autoWarmup(4096, 100), 100);
+  assert.equal(autoWarmup(4096, 100), 2000);
+  assert.equal(autoWarmup(1 << 20, 8), 512);
   assert.equal(parseBenchArgs([]).warmup, undefined);
   assert.equal(parseBenchArgs(['-w', '0']).warmup, 0);
 });
