@@ -52,6 +52,12 @@ export interface EagerData {
   data: Uint8Array;
 }
 
+/** A peer's buffer as received, with the round it was reported for (data null: withheld). */
+interface QueuedBuffer {
+  round: number;
+  data: Uint8Array | null;
+}
+
 /** How closing a round finished an agreed eager id (take). */
 export type EagerOutcome = 'reduced' | 'withheld' | 'missing';
 
@@ -60,8 +66,13 @@ export class EagerExchange {
   private readonly sent = new Set<number>();
   /** Ids whose buffer this rank withheld for the current submission. */
   private readonly withheld = new Set<number>();
-  /** Peers' buffers by id, indexed by rank, oldest first, each with the round it was reported for (null: withheld). */
-  private readonly received = new Map<number, { round: number; data: Uint8Array | null }[][]>();
+  /**
+   * Peers' buffers by id, indexed by rank, oldest first. An id keeps its queues from one
+   * submission to the next (a training loop reports the same ids every step); forget drops them.
+   */
+  private readonly received = new Map<number, QueuedBuffer[][]>();
+  /** take's scratch: each rank's buffer for the round being closed. */
+  private readonly latest: (Uint8Array | null)[];
   /** Receive buffers the reductions are done with. */
   private readonly pool = new ReusePool(kReuseBytes);
   /** The most eager bytes one report carries. */
@@ -74,6 +85,7 @@ export class EagerExchange {
     private readonly forced?: ForcedAlgorithms,
   ) {
     this.maxReportBytes = eagerMaxBytes(size);
+    this.latest = new Array<Uint8Array | null>(size).fill(null);
   }
 
   /** Whether `request` may travel eagerly (its spec decides, the same way on every rank). */
@@ -109,17 +121,12 @@ export class EagerExchange {
   /** A peer's buffers from its report for `round`, copied out of the message (the transport may reuse its bytes). */
   receive(peer: number, round: number, data: readonly EagerData[]): void {
     for (const { id, data: bytes } of data) {
-      let byRank = this.received.get(id);
-      if (!byRank) {
-        byRank = Array.from({ length: this.size }, () => []);
-        this.received.set(id, byRank);
-      }
       let copy: Uint8Array | null = null;
       if (bytes.byteLength > 0) {
         copy = this.pool.take(bytes.byteLength);
         copy.set(bytes);
       }
-      byRank[peer]?.push({ round, data: copy });
+      this.queuesOf(id)[peer]?.push({ round, data: copy });
     }
   }
 
@@ -139,40 +146,59 @@ export class EagerExchange {
   ): EagerOutcome {
     let withheld = this.withheld.delete(id);
     this.sent.delete(id);
-    const byRank = this.received.get(id);
-    const ctor = constructorOf(request.dtype);
-    const buffers: TypedArray[] = [];
-    const copies: Uint8Array[] = [];
+    const queues = this.received.get(id);
+    // Each peer's latest buffer for this round or an earlier one; later rounds' stay queued.
+    const latest = this.latest;
     let missing = false;
-    let later = false;
     for (let rank = 0; rank < this.size; rank++) {
-      if (rank === this.rank) {
-        buffers.push(own);
+      latest[rank] = null;
+      if (rank === this.rank) continue;
+      const queue = queues?.[rank];
+      let taken = 0;
+      while (queue && taken < queue.length && (queue[taken] as QueuedBuffer).round <= round) taken++;
+      if (taken === 0) {
+        missing = true;
         continue;
       }
-      const queue = byRank?.[rank] ?? [];
-      let taken = 0;
-      while (taken < queue.length && (queue[taken] as { round: number }).round <= round) taken++;
-      const latest = taken > 0 ? queue[taken - 1] : undefined;
-      queue.splice(0, taken);
-      later ||= queue.length > 0;
-      if (latest === undefined) missing = true;
-      else if (latest.data === null) withheld = true;
-      else if (latest.data.byteLength !== own.byteLength) missing = true;
-      else {
-        buffers.push(new ctor(latest.data.buffer, latest.data.byteOffset, own.length));
-        copies.push(latest.data);
-      }
+      const { data } = (queue as QueuedBuffer[])[taken - 1] as QueuedBuffer;
+      for (let i = 0; i < taken - 1; i++) this.giveBack((queue as QueuedBuffer[])[i] as QueuedBuffer);
+      (queue as QueuedBuffer[]).splice(0, taken);
+      if (data === null) withheld = true;
+      else if (data.byteLength !== own.byteLength) missing = true;
+      latest[rank] = data;
     }
-    if (!later) this.received.delete(id);
     try {
       if (missing) return 'missing';
       if (withheld) return 'withheld';
+      const ctor = constructorOf(request.dtype);
+      const buffers: TypedArray[] = [];
+      for (let rank = 0; rank < this.size; rank++) {
+        const data = latest[rank];
+        buffers.push(rank === this.rank || !data ? own : new ctor(data.buffer, data.byteOffset, own.length));
+      }
       reduce(buffers);
       return 'reduced';
     } finally {
-      for (const copy of copies) this.pool.give(copy);
+      for (let rank = 0; rank < this.size; rank++) {
+        const data = latest[rank];
+        if (data) this.pool.give(data);
+        latest[rank] = null;
+      }
     }
+  }
+
+  private queuesOf(id: number): QueuedBuffer[][] {
+    let queues = this.received.get(id);
+    if (!queues) {
+      queues = Array.from({ length: this.size }, () => []);
+      this.received.set(id, queues);
+    }
+    return queues;
+  }
+
+  /** A superseded buffer (a resubmission's newer one replaced it) goes back to the pool. */
+  private giveBack(queued: QueuedBuffer): void {
+    if (queued.data) this.pool.give(queued.data);
   }
 
   /** The submission of `id` on this rank is over without running (failed, evicted): send again next time. */
