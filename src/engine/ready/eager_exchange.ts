@@ -71,6 +71,8 @@ export class EagerExchange {
    * submission to the next (a training loop reports the same ids every step); forget drops them.
    */
   private readonly received = new Map<number, QueuedBuffer[][]>();
+  /** outgoing's scratch: the buffers of the eager ids it collects. */
+  private readonly outgoingBuffers: TypedArray[] = [];
   /** take's scratch: each rank's buffer for the round being closed. */
   private readonly latest: (Uint8Array | null)[];
   /** Receive buffers the reductions are done with. */
@@ -98,23 +100,29 @@ export class EagerExchange {
    * they add up to more than one report carries, an empty one for each (withheld).
    */
   outgoing(ready: readonly number[], lookup: (id: number) => { request: Request; buffer: TypedArray } | undefined): EagerData[] {
+    const buffers = this.outgoingBuffers;
     const eager: EagerData[] = [];
     let bytes = 0;
     for (const id of ready) {
       if (this.sent.has(id) || this.withheld.has(id)) continue;
       const entry = lookup(id);
       if (!entry || !this.isEager(entry.request)) continue;
-      const { buffer } = entry;
-      bytes += buffer.byteLength;
-      eager.push({ id, data: new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength) });
+      bytes += entry.buffer.byteLength;
+      buffers.push(entry.buffer);
+      eager.push({ id, data: kWithheld });
     }
     const withhold = bytes > this.maxReportBytes;
-    for (const e of eager) {
+    for (let i = 0; i < eager.length; i++) {
+      const e = eager[i] as EagerData;
       if (withhold) {
-        e.data = kWithheld;
         this.withheld.add(e.id);
-      } else this.sent.add(e.id);
+        continue;
+      }
+      const buffer = buffers[i] as TypedArray;
+      e.data = new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+      this.sent.add(e.id);
     }
+    buffers.length = 0;
     return eager;
   }
 
