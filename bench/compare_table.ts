@@ -3,7 +3,8 @@
  * call for OpenMPI (shm, TCP), Gloo and ringreduce, per rank count, and ringreduce's time
  * relative to the best TCP peer and to Gloo (< 1 = faster), with the 2-rank floors of an 8-byte
  * call (thread_hop_floor.js: ringreduce's thread hand-offs alone, and a caller thread that owns
- * the socket) in the smallest size's column. Of the repetitions it takes the best (the run
+ * the socket) in the smallest size's column, and ringreduce's mean per call during its warm-up
+ * (a cold process, before V8 has optimized it). Of the repetitions it takes the best (the run
  * least disturbed by the other users of the shared machine), the same rule for every library;
  * `--median` takes the median instead.
  *
@@ -30,6 +31,8 @@ function add(name: string, bytes: number, us: number): void {
 const kInPlace = 'ringreduce in place';
 /** ringreduce with RINGREDUCE_ENGINE_THREAD=0: the engine on the caller's thread. */
 const kCallerThread = "ringreduce, engine on the caller's thread";
+/** ringreduce's default rows during their warm-up: a cold process's first calls (bench `warm(us)`). */
+const kWarmUp = 'ringreduce, warm-up calls';
 
 const kPeerNames: Record<string, string> = {
   'mpi-allreduce-shm': 'OpenMPI shm',
@@ -65,11 +68,14 @@ for (const entry of readdirSync(root)) {
   const rr = /^ringreduce(-inplace|-callerthread)?-np(\d+)\.rep\d+\.json$/.exec(entry);
   if (rr) {
     const report = JSON.parse(readFileSync(path, 'utf8')) as {
-      rows: { bytes: number; timeUs: number }[];
+      rows: { bytes: number; timeUs: number; warmupUs?: number }[];
       machine: { before: string };
     };
     const label = `np${rr[2]} ${rr[1] === '-inplace' ? kInPlace : rr[1] === '-callerthread' ? kCallerThread : 'ringreduce'}`;
     for (const row of report.rows) add(label, row.bytes, row.timeUs);
+    // What the same rows cost while V8 was still optimizing them (the warm-up's mean per call).
+    if (rr[1] === undefined)
+      for (const row of report.rows) if (row.warmupUs) add(`np${rr[2]} ${kWarmUp}`, row.bytes, row.warmupUs);
     idle.push(`${label}: ${report.machine.before}`);
   }
 }
