@@ -13,7 +13,7 @@
  * training loop reuses it every step and never touches fresh memory.
  */
 import { bytesPerElement } from '../../core/dtypes.js';
-import { specOf } from '../ops/registry.js';
+import { fusionKeyOf } from '../ops/registry.js';
 import type { ExecuteResponse, Response } from '../wire/messages.js';
 
 /** Merges consecutive fusible responses; `elementsOf(name)` is the element count of a tensor. */
@@ -26,7 +26,7 @@ export function planFusion(responses: Response[], elementsOf: (name: string) => 
   for (const response of responses) {
     // A joined rank stands in for each tensor alone: it knows only the ruling request's shape.
     const r = response.kind === 'execute' && !response.joined ? response : undefined;
-    const key = r && fusionKeyOf(r);
+    const key = r && fusionKeyOf(r.request);
     const bytes = r && key !== undefined ? tensorBytes(r, elementsOf) : undefined;
     if (r === undefined || bytes === undefined || bytes > thresholdBytes) {
       out.push(response);
@@ -44,11 +44,6 @@ export function planFusion(responses: Response[], elementsOf: (name: string) => 
     out.push(open);
   }
   return out;
-}
-
-function fusionKeyOf(response: ExecuteResponse): string | undefined {
-  const key = specOf(response.request).fusionKey?.(response.request);
-  return key === undefined ? undefined : `${response.request.op}/${key}`;
 }
 
 function tensorBytes(response: ExecuteResponse, elementsOf: (name: string) => number): number {

@@ -7,13 +7,12 @@
  * fails the whole group too (see `fail`).
  */
 
-import { specOf } from '../ops/registry.js';
+import { fusionKeyOf } from '../ops/registry.js';
 import type { ErrorResponse, Request, Response } from '../wire/messages.js';
 
 /** `responses` reordered (stably) so that those with the same fusion key are adjacent. */
 function byFusionKey(responses: readonly Response[]): Response[] {
-  const keyOf = (r: Response) =>
-    r.kind === 'execute' ? `${r.request.op}/${specOf(r.request).fusionKey?.(r.request) ?? ''}` : '';
+  const keyOf = (r: Response) => (r.kind === 'execute' ? (fusionKeyOf(r.request) ?? `${r.request.op}/`) : '');
   const order = new Map<string, number>();
   for (const r of responses) if (!order.has(keyOf(r))) order.set(keyOf(r), order.size);
   return [...responses].sort((a, b) => (order.get(keyOf(a)) ?? 0) - (order.get(keyOf(b)) ?? 0));

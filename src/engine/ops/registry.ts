@@ -67,3 +67,20 @@ const kByOp = new Map<string, OpSpec<Request>>(kSpecs.map((spec) => [spec.op, sp
 export function specOf<R extends Request>(request: R): OpSpec<R> {
   return kByOp.get(request.op) as unknown as OpSpec<R>;
 }
+
+/** fusionKeyOf's answers by request: a training loop's cached requests are the same objects every step. */
+const kFusionKeys = new WeakMap<Request, string | null>();
+
+/**
+ * The key under which `request` may be fused with others (its op and its spec's fusion key), or
+ * undefined when its operation does not fuse. Computed once per request object.
+ */
+export function fusionKeyOf(request: Request): string | undefined {
+  let key = kFusionKeys.get(request);
+  if (key === undefined) {
+    const own = specOf(request).fusionKey?.(request);
+    key = own === undefined ? null : `${request.op}/${own}`;
+    kFusionKeys.set(request, key);
+  }
+  return key ?? undefined;
+}

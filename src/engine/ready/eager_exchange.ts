@@ -43,6 +43,10 @@ import type { Request } from '../wire/messages.js';
 
 /** Free receive buffers kept for reuse, in bytes. */
 const kReuseBytes = 2 * 1024 * 1024;
+/** EagerExchange's state of an id for its current submission. */
+const kNothing = 0;
+const kSentState = 1;
+const kWithheldState = 2;
 /** The buffer of a withheld eager id (no eager tensor is empty). */
 const kWithheld = new Uint8Array(0);
 
@@ -62,10 +66,12 @@ interface QueuedBuffer {
 export type EagerOutcome = 'reduced' | 'withheld' | 'missing';
 
 export class EagerExchange {
-  /** Ids whose buffer this rank has sent for the current submission. */
-  private readonly sent = new Set<number>();
-  /** Ids whose buffer this rank withheld for the current submission. */
-  private readonly withheld = new Set<number>();
+  /**
+   * Per id (the cache's ids are small integers), what this rank did with its buffer for the
+   * current submission: kSentState, kWithheldState or kNothing. An array, not sets: a training loop
+   * marks and clears the same ids every step.
+   */
+  private state = new Uint8Array(64);
   /**
    * Peers' buffers by id, indexed by rank, oldest first. An id keeps its queues from one
    * submission to the next (a training loop reports the same ids every step); forget drops them.
@@ -104,7 +110,7 @@ export class EagerExchange {
     const eager: EagerData[] = [];
     let bytes = 0;
     for (const id of ready) {
-      if (this.sent.has(id) || this.withheld.has(id)) continue;
+      if (this.stateOf(id) !== kNothing) continue;
       const entry = lookup(id);
       if (!entry || !this.isEager(entry.request)) continue;
       bytes += entry.buffer.byteLength;
@@ -115,12 +121,12 @@ export class EagerExchange {
     for (let i = 0; i < eager.length; i++) {
       const e = eager[i] as EagerData;
       if (withhold) {
-        this.withheld.add(e.id);
+        this.setState(e.id, kWithheldState);
         continue;
       }
       const buffer = buffers[i] as TypedArray;
       e.data = new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
-      this.sent.add(e.id);
+      this.setState(e.id, kSentState);
     }
     buffers.length = 0;
     return eager;
@@ -152,8 +158,8 @@ export class EagerExchange {
     own: TypedArray,
     reduce: (buffers: readonly TypedArray[]) => void,
   ): EagerOutcome {
-    let withheld = this.withheld.delete(id);
-    this.sent.delete(id);
+    let withheld = this.stateOf(id) === kWithheldState;
+    this.setState(id, kNothing);
     const queues = this.received.get(id);
     // Each peer's latest buffer for this round or an earlier one; later rounds' stay queued.
     const latest = this.latest;
@@ -195,6 +201,20 @@ export class EagerExchange {
     }
   }
 
+  private stateOf(id: number): number {
+    return this.state[id] ?? kNothing;
+  }
+
+  private setState(id: number, value: number): void {
+    if (id >= this.state.length) {
+      if (value === kNothing) return;
+      const grown = new Uint8Array(Math.max(id + 1, 2 * this.state.length));
+      grown.set(this.state);
+      this.state = grown;
+    }
+    this.state[id] = value;
+  }
+
   private queuesOf(id: number): QueuedBuffer[][] {
     let queues = this.received.get(id);
     if (!queues) {
@@ -211,20 +231,17 @@ export class EagerExchange {
 
   /** The submission of `id` on this rank is over without running (failed, evicted): send again next time. */
   withdraw(id: number): void {
-    this.sent.delete(id);
-    this.withheld.delete(id);
+    this.setState(id, kNothing);
   }
 
   /** `id` left the cache: peers' buffers for it will never be used. */
   forget(id: number): void {
-    this.sent.delete(id);
-    this.withheld.delete(id);
+    this.setState(id, kNothing);
     this.received.delete(id);
   }
 
   clear(): void {
-    this.sent.clear();
-    this.withheld.clear();
+    this.state.fill(kNothing);
     this.received.clear();
   }
 }

@@ -239,16 +239,14 @@ export class ReadyPath {
   private onRoundClosed(round: ClosedRound): void {
     this.counts.rounds++;
     const responses: ExecuteResponse[] = [];
-    const elements = new Map<string, number>();
     for (const id of round.agreed) {
       // Agreed means this rank reported it too, so it holds it (an evicted id is blocked).
       const request = this.cache.request(id);
       if (!request) continue;
       this.counts.agreed++;
       if (this.eager.isEager(request) && this.finishEager(id, request, round.round)) continue;
-      const response = this.cache.expand([id]);
+      const response = this.cache.expandOne(id);
       if (response) responses.push(response);
-      elements.set(request.name, elementCount(request.shape));
     }
     if (this.coordinator) {
       const waiting: { request: Request; ranks: readonly number[] }[] = [];
@@ -258,7 +256,11 @@ export class ReadyPath {
       }
       this.coordinator.watchCached(waiting);
     }
-    const elementsOf = (name: string) => elements.get(name) ?? 0;
+    // Every agreed name is in this rank's queue until it runs (the cached request has the same shape).
+    const elementsOf = (name: string) => {
+      const entry = this.queue.get(name);
+      return entry ? elementCount(entry.request.shape) : 0;
+    };
     for (const response of planFusion(responses, elementsOf, this.settings.fusionThresholdBytes)) this.hooks.schedule(response);
   }
 
