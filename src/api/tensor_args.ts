@@ -140,9 +140,11 @@ export function parseOutOfLength(out: unknown, t: ParsedTensor, length: number, 
  * Options 'prescale' and 'postscale' (Horovod's): finite numbers multiplying the input before the
  * reduction and the result after it; float tensors only (an integer tensor would truncate).
  */
-export function parseScales(o: Record<string, unknown>, dtype: DType): { prescale?: number; postscale?: number } {
+export function parseScales(o: Record<string, unknown>, dtype: DType): Scales {
+  // Most calls scale nothing: they share one empty answer instead of allocating one.
+  if ((o.prescale === undefined || o.prescale === 1) && (o.postscale === undefined || o.postscale === 1)) return kNoScales;
   const scales: { prescale?: number; postscale?: number } = {};
-  for (const key of ['prescale', 'postscale'] as const) {
+  for (const key of kScaleKeys) {
     const value = o[key];
     if (value === undefined || value === 1) continue;
     if (typeof value !== 'number' || !Number.isFinite(value)) {
@@ -153,6 +155,10 @@ export function parseScales(o: Record<string, unknown>, dtype: DType): { prescal
   }
   return scales;
 }
+
+type Scales = { readonly prescale?: number; readonly postscale?: number };
+const kNoScales: Scales = Object.freeze({});
+const kScaleKeys = ['prescale', 'postscale'] as const;
 
 /**
  * Option 'splits': how many rows (first dimension) go to each rank, in rank order: `size`

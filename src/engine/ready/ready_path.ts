@@ -13,6 +13,7 @@
 import type { ForcedAlgorithms } from '../../core/algorithm_names.js';
 import { PeerFailureError, ShutdownError, toErrorRecord } from '../../core/errors.js';
 import { elementCount } from '../../core/shapes.js';
+import type { TypedArray } from '../../core/types.js';
 import type { Executor } from '../execution/executor.js';
 import { planFusion } from '../execution/fusion.js';
 import type { Coordinator } from '../negotiation/coordinator.js';
@@ -230,10 +231,11 @@ export class ReadyPath {
     return ready;
   }
 
-  private eagerEntry(id: number) {
+  /** The queued entry of cached id `id` when it holds a buffer (the entry itself: nothing allocated per call). */
+  private eagerEntry(id: number): (Entry & { buffer: TypedArray }) | undefined {
     const request = this.cache.request(id);
     const entry = request && this.queue.get(request.name);
-    return entry?.buffer ? { request: entry.request, buffer: entry.buffer } : undefined;
+    return entry?.buffer ? (entry as Entry & { buffer: TypedArray }) : undefined;
   }
 
   private onRoundClosed(round: ClosedRound): void {
