@@ -14,7 +14,7 @@ import { SharedMemoryReclaimer } from '../core/shared_memory_reclaimer.js';
 import type { TypedArray } from '../core/types.js';
 import type { Request } from '../engine/wire/messages.js';
 import type { CallContext, Prepared } from './call.js';
-import type { EngineLink } from './engine_client.js';
+import type { Completion, EngineLink } from './engine_client.js';
 import { parseTimeout } from './ops/point_to_point.js';
 import { type ProcessSet, parseProcessSet } from './process_set.js';
 import { type ParsedTensor, parseName } from './tensor_args.js';
@@ -177,15 +177,42 @@ export class Calls {
     }
   }
 
-  /** Runs a call prepared in the world's context (the collectives of process sets themselves). */
-  async submit(prepared: Prepared): Promise<unknown> {
-    const names = this.claim(prepared);
+  /**
+   * Runs a call prepared in the world's context (the collectives of process sets themselves).
+   * Written with then() rather than as an async function: it runs on every call, and one
+   * promise reaction allocates less than an async function's frame and its await.
+   */
+  submit(prepared: Prepared): Promise<unknown> {
+    let names: Set<string>;
+    let completion: Promise<Completion>;
     try {
-      return prepared.finish(await this.engine.submit(prepared));
-    } finally {
+      names = this.claim(prepared);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const over = () => {
       names.delete(prepared.request.name);
       prepared.releaseHeld?.();
+    };
+    try {
+      completion = this.engine.submit(prepared);
+    } catch (error) {
+      over();
+      return Promise.reject(error);
     }
+    return completion.then(
+      (done) => {
+        try {
+          return prepared.finish(done);
+        } finally {
+          over();
+        }
+      },
+      (error: unknown) => {
+        over();
+        throw error;
+      },
+    );
   }
 
   /** A join: while it is pending, this rank makes no other call in its set. */
