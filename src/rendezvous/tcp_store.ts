@@ -206,20 +206,18 @@ export class TcpStoreClient implements Store {
       const entry: PendingRequest = { key, timeoutMs, resolve, reject, timer: null };
       const sentAt = performance.now();
       if (op === kOpGet || op === kOpHello || op === kOpAuth) {
-        entry.timer = setTimeout(
-          () => {
-            this.pending.delete(id);
-            // Nothing at all came back since, for the whole silence limit: the store is gone, not
-            // the key late. A shorter wait (a quick check's 1 s grace) fails this request only: a
-            // busy store host can be that slow.
-            const gone =
-              this.silenceMs !== undefined && this.heardAt <= sentAt && performance.now() - this.heardAt >= this.silenceMs;
-            const error = gone ? this.silent() : this.timeoutError(key, timeoutMs);
-            reject(error);
-            if (gone) this.fail(error);
-          },
-          op === kOpGet ? timeoutMs + kClientGraceMs : timeoutMs,
-        );
+        const waitMs = op === kOpGet ? timeoutMs + kClientGraceMs : timeoutMs;
+        entry.timer = setTimeout(() => {
+          this.pending.delete(id);
+          // Nothing at all came back since the request left, for a wait as long as the silence
+          // limit: the store is gone, not the key late. A shorter wait (a quick check's 1 s grace)
+          // fails this request only: a busy store host can be that slow. (The wait's own length,
+          // not the clock: a timer may fire a fraction of a millisecond early by performance.now().)
+          const gone = this.silenceMs !== undefined && this.heardAt <= sentAt && waitMs >= this.silenceMs;
+          const error = gone ? this.silent() : this.timeoutError(key, timeoutMs);
+          reject(error);
+          if (gone) this.fail(error);
+        }, waitMs);
       }
       if (this.pending.size === 0) this.heardAt = sentAt;
       this.pending.set(id, entry);

@@ -397,18 +397,21 @@ describe('TcpStoreClient connect', () => {
     const mute = net.createServer((socket) => void held.push(socket));
     await new Promise<void>((resolve) => mute.listen(0, '127.0.0.1', resolve));
     const { port } = mute.address() as net.AddressInfo;
-    await assert.rejects(
-      TcpStoreClient.connect({
-        host: '127.0.0.1',
-        port,
-        connectTimeoutMs: 10_000,
-        key: kKey,
-        hostedBy: 'ringrun',
-        silenceMs: 300,
-      }),
-      (e: Error) => /^the store at 127\.0\.0\.1:\d+ \(ringrun hosts it\) has not answered for \d+ ms/.test(e.message),
-    );
-    for (const socket of held) socket.destroy();
-    await new Promise((resolve) => mute.close(resolve));
+    try {
+      await assert.rejects(
+        TcpStoreClient.connect({
+          host: '127.0.0.1',
+          port,
+          connectTimeoutMs: 10_000,
+          key: kKey,
+          hostedBy: 'ringrun',
+          silenceMs: 300,
+        }),
+        (e: Error) => /^the store at 127\.0\.0\.1:\d+ \(ringrun hosts it\) has not answered for \d+ ms/.test(e.message),
+      );
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => mute.close(resolve));
+    }
   });
 });
