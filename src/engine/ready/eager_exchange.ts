@@ -174,9 +174,12 @@ export class EagerExchange {
         missing = true;
         continue;
       }
-      const { data } = (queue as QueuedBuffer[])[taken - 1] as QueuedBuffer;
-      for (let i = 0; i < taken - 1; i++) this.giveBack((queue as QueuedBuffer[])[i] as QueuedBuffer);
-      (queue as QueuedBuffer[]).splice(0, taken);
+      const queued = queue as QueuedBuffer[];
+      const { data } = queued[taken - 1] as QueuedBuffer;
+      for (let i = 0; i < taken - 1; i++) this.giveBack(queued[i] as QueuedBuffer);
+      // The usual case, one buffer: shift allocates nothing (splice returns a new array).
+      if (taken === 1) queued.shift();
+      else queued.splice(0, taken);
       if (data === null) withheld = true;
       else if (data.byteLength !== own.byteLength) missing = true;
       latest[rank] = data;
