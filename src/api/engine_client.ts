@@ -17,6 +17,7 @@
 import { agreedConfigText } from '../core/agreed_settings.js';
 import type { Config } from '../core/config.js';
 import { fromErrorRecord, type RingReduceError, ShutdownError, TimeoutError } from '../core/errors.js';
+import { afterThisTask } from '../core/soon.js';
 import type { TypedArray } from '../core/types.js';
 import type { PeerRequest } from '../engine/execution/point_to_point.js';
 import { createStatsBuffer } from '../engine/reporting/stats.js';
@@ -279,7 +280,7 @@ export class EngineClient implements EngineLink {
       if (this.lastBurstCalls > 1) Atomics.store(this.signal, kSignalBurst, 1);
       this.burstCalls = 1;
       const burst = ++this.bursts;
-      queueMicrotask(() => {
+      afterThisTask(() => {
         if (burst === this.bursts) this.endBurst();
       });
       this.thread.post(submission ? ({ type: 'enqueue', submissions: [submission] } satisfies ToEngine) : kRingWritten);

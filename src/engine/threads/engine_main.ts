@@ -13,7 +13,7 @@ import { InvalidArgumentError, TimeoutError, toErrorRecord } from '../../core/er
 import { joinedBecause } from '../../core/job_source.js';
 import type { Logger } from '../../core/logger.js';
 import type { Collect } from '../../core/shared_memory_reclaimer.js';
-import { runSoon } from '../../core/soon.js';
+import { afterThisTask, runSoon } from '../../core/soon.js';
 import type { Timeline } from '../../observability/timeline.js';
 import type { BackendFactory, TransportHandle } from '../../transport/backend.js';
 import type { BackendName } from '../../transport/backends.js';
@@ -127,7 +127,7 @@ class Settler {
     }
     if (!this.scheduled) {
       this.scheduled = true;
-      queueMicrotask(this.flushSoon);
+      afterThisTask(this.flushSoon);
     }
   }
 

@@ -13,6 +13,7 @@
  * without shutdown() still reaches 'beforeExit'.
  */
 import { RingReduceError } from '../../core/errors.js';
+import { afterThisTask } from '../../core/soon.js';
 import type { EngineInit, FromEngine, ToEngine } from '../../engine/threads/worker_protocol.js';
 import type { EngineEvents, EngineThread } from '../platform.js';
 
@@ -34,7 +35,7 @@ export function startEngineInThread(init: EngineInit, events: EngineEvents): Eng
   const scheduleDelivery = () => {
     if (deliveryScheduled || onMessage === undefined || toEngine.length === 0) return;
     deliveryScheduled = true;
-    queueMicrotask(deliver);
+    afterThisTask(deliver);
   };
   const started = Promise.all([import('../../engine/threads/engine_main.js'), import('../../engine/threads/node_engine_host.js')])
     .then(([{ runEngine }, { nodeEngineHost }]) =>
@@ -54,12 +55,12 @@ export function startEngineInThread(init: EngineInit, events: EngineEvents): Eng
               toEngine = [];
               return batch;
             },
-            post: (batch: FromEngine[]) => queueMicrotask(() => events.messages(batch)),
+            post: (batch: FromEngine[]) => afterThisTask(() => events.messages(batch)),
             close: () => {},
             // The caller's burst ends (engine_client.ts posts its rest in a microtask queued
             // before the delivery's) before its first call is delivered: a microtask after the
             // delivery sees the whole burst, without waiting for the next turn of the loop.
-            reportSoon: (task) => queueMicrotask(task),
+            reportSoon: (task) => afterThisTask(task),
           },
           { started: (running) => running.holdProcess(false) },
         ),

@@ -41,6 +41,7 @@
 import type net from 'node:net';
 import { BufferPool } from '../../core/buffer_pool.js';
 import { InvalidArgumentError, PeerFailureError, ProtocolError, ShutdownError, TimeoutError } from '../../core/errors.js';
+import { afterThisTask } from '../../core/soon.js';
 import type { PeerLink } from '../../rendezvous/mesh.js';
 import { ControlInbox } from '../control_inbox.js';
 import { Liveness } from '../liveness.js';
@@ -380,7 +381,7 @@ export class TcpTransport implements Transport {
   private credit(p: Peer, slot: number): void {
     p.credits.push(slot);
     if (p.credits.length > 1) return;
-    queueMicrotask(() => {
+    afterThisTask(() => {
       const slots = p.credits;
       p.credits = [];
       if (p.failure || p.sendFailure || this.closing) return;
