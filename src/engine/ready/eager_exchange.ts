@@ -56,6 +56,19 @@ export interface EagerData {
   data: Uint8Array;
 }
 
+/** Byte views of the tensors sent eagerly, by tensor: a training loop sends the same arrays every step. */
+const kByteViews = new WeakMap<TypedArray, Uint8Array>();
+
+function bytesOf(buffer: TypedArray): Uint8Array {
+  let view = kByteViews.get(buffer);
+  // A view of a growable buffer may track its length: then the cached bytes are stale.
+  if (view === undefined || view.byteLength !== buffer.byteLength) {
+    view = new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+    kByteViews.set(buffer, view);
+  }
+  return view;
+}
+
 /** A peer's buffer as received, with the round it was reported for (data null: withheld). */
 interface QueuedBuffer {
   round: number;
@@ -124,8 +137,7 @@ export class EagerExchange {
         this.setState(e.id, kWithheldState);
         continue;
       }
-      const buffer = buffers[i] as TypedArray;
-      e.data = new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+      e.data = bytesOf(buffers[i] as TypedArray);
       this.setState(e.id, kSentState);
     }
     buffers.length = 0;
