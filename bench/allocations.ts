@@ -1,6 +1,7 @@
 /**
- * What one rank allocates per call, and where: a job of one rank (no peers, so nothing but the
- * API's and the engine's own work) runs a training step of named float32 allreduces, warms it up
+ * What a rank allocates per call, and where: a job (by default of one rank: no peers, nothing but
+ * the API's and the engine's own work; under ringrun, its ranks) runs a step of named float32
+ * allreduces, warms it up
  * until V8 has optimized it, then samples its allocations with V8's heap profiler, counting the
  * objects that young- and old-generation collections freed too (the allocations of a steady
  * state are almost all short-lived). Prints bytes per step and per call, and the functions that
@@ -8,7 +9,9 @@
  * `node --no-turbo-inlining dist/bench/allocations.js` attributes them to their own functions).
  *
  *   node dist/bench/allocations.js [--tensors 100] [--bytes 4096] [--steps 1000] [--warmup 2000] [--top 20]
+ *   node bin/ringrun.js -np 2 node dist/bench/allocations.js --tensors 1 --bytes 4 --steps 20000 --warmup 10000
  *
+ * Rank 0 prints.
  * The engine runs on this thread (RINGREDUCE_ENGINE_THREAD=0), so the profile sees both sides.
  */
 import { Session } from 'node:inspector/promises';
@@ -46,7 +49,8 @@ for (const [name, value, least] of [
 process.env.RINGREDUCE_ENGINE_THREAD = '0';
 const { RingReduce } = await import('../src/api/runtime.js');
 const { allocShared } = await import('../src/core/dtypes.js');
-const rr = await RingReduce.init({ rank: 0, size: 1 });
+// The job of the environment (ringrun's), or one rank of its own.
+const rr = await RingReduce.init();
 const inputs = Array.from({ length: tensors }, () => new Float32Array(elements).fill(1));
 const outs = Array.from({ length: tensors }, () => allocShared('float32', elements));
 const names = Array.from({ length: tensors }, (_, i) => `grad/${i}`);
@@ -63,6 +67,8 @@ await session.post('HeapProfiler.startSampling', {
 for (let i = 0; i < steps; i++) await step();
 const { profile } = (await session.post('HeapProfiler.stopSampling')) as unknown as { profile: { head: ProfileNode } };
 session.disconnect();
+const rank = rr.rank();
+const size = rr.size();
 await rr.shutdown();
 
 // Builtins (Map.prototype.set, ...) have no script: they are named after their caller.
@@ -79,9 +85,13 @@ const visit = (node: ProfileNode, caller: string): void => {
   for (const child of node.children) visit(child, here);
 };
 visit(profile.head, '');
-console.log(
-  `${tensors} named allreduces of ${elements * 4} B per step, one rank: ${(total / steps / 1024).toFixed(1)} KB allocated per step, ${(total / steps / tensors).toFixed(0)} B per call`,
-);
-for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, top)) {
-  console.log(`${(bytes / steps / tensors).toFixed(0).padStart(6)} B/call  ${site}`);
+if (rank === 0) report();
+
+function report(): void {
+  console.log(
+    `${tensors} named allreduces of ${elements * 4} B per step, ${size} rank${size > 1 ? 's' : ''}: ${(total / steps / 1024).toFixed(1)} KB allocated per step, ${(total / steps / tensors).toFixed(0)} B per call`,
+  );
+  for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, top)) {
+    console.log(`${(bytes / steps / tensors).toFixed(0).padStart(6)} B/call  ${site}`);
+  }
 }
