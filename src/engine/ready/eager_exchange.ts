@@ -90,8 +90,6 @@ export class EagerExchange {
    * submission to the next (a training loop reports the same ids every step); forget drops them.
    */
   private readonly received = new Map<number, QueuedBuffer[][]>();
-  /** outgoing's scratch: the buffers of the eager ids it collects. */
-  private readonly outgoingBuffers: TypedArray[] = [];
   /** take's scratch: each rank's buffer for the round being closed. */
   private readonly latest: (Uint8Array | null)[];
   /** Receive buffers the reductions are done with. */
@@ -119,7 +117,6 @@ export class EagerExchange {
    * they add up to more than one report carries, an empty one for each (withheld).
    */
   outgoing(ready: readonly number[], lookup: (id: number) => { request: Request; buffer: TypedArray } | undefined): EagerData[] {
-    const buffers = this.outgoingBuffers;
     const eager: EagerData[] = [];
     let bytes = 0;
     for (const id of ready) {
@@ -127,20 +124,13 @@ export class EagerExchange {
       const entry = lookup(id);
       if (!entry || !this.isEager(entry.request)) continue;
       bytes += entry.buffer.byteLength;
-      buffers.push(entry.buffer);
-      eager.push({ id, data: kWithheld });
+      eager.push({ id, data: bytesOf(entry.buffer) });
     }
     const withhold = bytes > this.maxReportBytes;
-    for (let i = 0; i < eager.length; i++) {
-      const e = eager[i] as EagerData;
-      if (withhold) {
-        this.setState(e.id, kWithheldState);
-        continue;
-      }
-      e.data = bytesOf(buffers[i] as TypedArray);
-      this.setState(e.id, kSentState);
+    for (const e of eager) {
+      if (withhold) e.data = kWithheld;
+      this.setState(e.id, withhold ? kWithheldState : kSentState);
     }
-    buffers.length = 0;
     return eager;
   }
 

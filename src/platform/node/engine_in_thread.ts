@@ -60,7 +60,7 @@ export function startEngineInThread(init: EngineInit, events: EngineEvents): Eng
             // The caller's burst ends (engine_client.ts posts its rest in a microtask queued
             // before the delivery's) before its first call is delivered: a microtask after the
             // delivery sees the whole burst, without waiting for the next turn of the loop.
-            reportSoon: (task) => afterThisTask(task),
+            reportSoon: afterThisTask,
           },
           { started: (running) => running.holdProcess(false) },
         ),
