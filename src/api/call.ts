@@ -36,6 +36,11 @@ export interface Prepared extends Call {
   heldStaging?: SharedArrayBuffer;
   releaseHeld?: () => void;
   finish: (completion: Completion) => unknown;
+  /**
+   * Set when the very same call may come again (a named call on memory the caller keeps): redoes
+   * its per-call work (the input copy) for a repeat, which reuses this preparation (repeats.ts).
+   */
+  again?: () => void;
 }
 
 /** What an op's preparation needs from the rank that makes the call. */

@@ -90,6 +90,16 @@ export interface SetEngineHooks {
 
 const kCoordinator = 0;
 
+/** The stand-ins of a run without any (never added to). */
+const kNoStandIns = new Set<Entry>();
+
+/** Whether an execution result hands the caller nothing (no output, shape or counts). */
+function isEmpty(result: object | undefined): boolean {
+  if (result === undefined) return true;
+  for (const _ in result) return false;
+  return true;
+}
+
 export class SetEngine {
   private readonly queue = new TensorQueue();
   private readonly executor: Executor;
@@ -494,14 +504,18 @@ export class SetEngine {
 
   private async run(response: ExecuteResponse): Promise<void> {
     const entries: Entry[] = [];
-    const standIns = new Set<Entry>();
+    // Only a joined rank has stand-ins: the steady state makes no set.
+    let standIns: Set<Entry> = kNoStandIns;
     for (const name of response.names) {
       const queued = this.queue.take(name);
       const entry = queued ?? this.standIn(response);
       // Missing only once this rank has failed or begun shutting down; the peers will see it.
       if (!entry) continue;
       entries.push(entry);
-      if (!queued) standIns.add(entry);
+      if (!queued) {
+        if (standIns === kNoStandIns) standIns = new Set<Entry>();
+        standIns.add(entry);
+      }
     }
     if (entries.length === 0) return;
     const failure = this.hooks.failure();
@@ -524,9 +538,12 @@ export class SetEngine {
         for (const entry of entries) if (!standIns.has(entry)) bytes += entry.buffer?.byteLength ?? 0;
         this.tuner.completed(entries.length - standIns.size, bytes);
       }
-      for (const [i, entry] of entries.entries()) {
+      for (let i = 0; i < entries.length; i++) {
+        const entry = entries[i] as Entry;
         if (standIns.has(entry)) continue;
-        this.hooks.post({ type: 'done', id: entry.id, ...results[i] });
+        const result = results[i];
+        // Most results are empty (the output is the caller's memory): no spread then.
+        this.hooks.post(isEmpty(result) ? { type: 'done', id: entry.id } : { type: 'done', id: entry.id, ...result });
         // Only fresh memory: reused buffers (`out`, pools) need no collection to come back.
         const fresh = (entry.fresh ? (entry.buffer?.byteLength ?? 0) : 0) + (results[i]?.output?.byteLength ?? 0);
         if (fresh > 0) this.hooks.releasedFresh(fresh);

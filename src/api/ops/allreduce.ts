@@ -81,5 +81,11 @@ export function prepareAllreduce(ctx: CallContext, tensor: unknown, options: unk
   };
   const prepared: Prepared = { request, buffer, finish: () => resultLike(t, buffer, t.shape) };
   if (!out) prepared.fresh = true;
+  else if (o.name !== undefined && !t.shaped) {
+    const input = t.data;
+    prepared.again = buffer === input ? doNothing : () => buffer.set(input as never);
+  }
   return prepared;
 }
+
+function doNothing(): void {}

@@ -66,8 +66,8 @@ export class Executor {
     this.pool = new BufferPool(settings.fusionThresholdBytes + kScratchRetainBytes);
   }
 
-  /** Runs `response` for `entries` (one per name, in the response's order); one result per entry. */
-  execute(response: ExecuteResponse, entries: readonly Entry[]): Promise<ExecutionResult[]> {
+  /** Runs `response` for `entries` (one per name, in the response's order); each entry's result at its index (missing: none). */
+  execute(response: ExecuteResponse, entries: readonly Entry[]): Promise<readonly ExecutionResult[]> {
     const tag = collectiveTag(this.settings.processSet ?? 0, this.nextTag);
     this.nextTag = (this.nextTag + 1) % kCollectiveTagCount;
     this.counts.executions++;

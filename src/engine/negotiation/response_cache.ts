@@ -33,7 +33,10 @@ export class ResponseCache {
   /** The id of `request` when it is cached with exactly these parameters. */
   idOf(request: Request): number | undefined {
     const id = this.byName.get(request.name);
-    if (id === undefined || !sameFields(this.byId[id] as Request, request, kRequestExceptions)) return undefined;
+    if (id === undefined) return undefined;
+    const cached = this.byId[id];
+    // A call the caller repeats through the hand-off ring brings the very request that was learned.
+    if (cached !== request && !sameFields(cached as Request, request, kRequestExceptions)) return undefined;
     this.hits.requests++;
     return id;
   }

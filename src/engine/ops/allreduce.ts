@@ -17,7 +17,14 @@ import { type AllreduceOp, kAllreduceOps, type ReduceOp, type TypedArray } from 
 import { codeOf } from '../wire/wire.js';
 import { type FieldCheck, firstMismatch, kDTypeCheck, kShapeCheck } from './agreement.js';
 import { identityBuffer, overContributors } from './join_support.js';
-import { type ExecutionContext, fitsEagerly, type OpEntry, type OpSpec, type RequestBase } from './op_spec.js';
+import {
+  type ExecutionContext,
+  type ExecutionResult,
+  fitsEagerly,
+  type OpEntry,
+  type OpSpec,
+  type RequestBase,
+} from './op_spec.js';
 import { pack, unpack } from './packing.js';
 import { isScaled, kScalesCheck, readScales, type ScaleFactors, scale, writeScales } from './scaling.js';
 
@@ -65,9 +72,12 @@ export const allreduceOp: OpSpec<AllreduceRequest> = {
     const first = entries[0] as OpEntry<AllreduceRequest>;
     if (entries.length > 1) await fusedAllreduce(ctx, request, entries);
     else if (first.buffer) await allreduceBuffer(ctx, request, first.buffer, [first.buffer.length]);
-    return entries.map(() => ({}));
+    // The results are in the entries' own memory: nothing to hand back.
+    return kNoResults;
   },
 };
+
+const kNoResults: readonly ExecutionResult[] = Object.freeze([]);
 
 /** `counts`: the lengths of the tensors packed in `buf`, which adasum combines each on its own. */
 async function allreduceBuffer(

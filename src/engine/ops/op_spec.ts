@@ -166,8 +166,11 @@ export interface OpSpec<R extends RequestBase> {
   readonly eager?: EagerSupport<R>;
   /** Whether ranks that have joined can take part, and how; unset: the collective fails while any has. */
   readonly joined?: JoinSupport<R>;
-  /** Runs the agreed collective for `entries` (one per name, in the response's order): one result per entry. */
-  execute(ctx: ExecutionContext, agreement: Agreement<R>, entries: readonly OpEntry<R>[]): Promise<ExecutionResult[]>;
+  /**
+   * Runs the agreed collective for `entries` (one per name, in the response's order): the result
+   * of each entry at its index, where missing entries (a shorter list) hand back nothing.
+   */
+  execute(ctx: ExecutionContext, agreement: Agreement<R>, entries: readonly OpEntry<R>[]): Promise<readonly ExecutionResult[]>;
 }
 
 export function isRefusal<R>(verdict: Agreement<R> | Refusal): verdict is Refusal {

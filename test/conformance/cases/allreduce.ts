@@ -249,11 +249,53 @@ const syncNew: ConformanceCase = {
   },
 };
 
+/**
+ * A training loop's calls: the same name on the same arrays with a fresh options object of the
+ * same values every step, so later calls reuse the first one's checks (api/repeats.ts). Each step
+ * must still reduce that step's input; a step that changes an option, the output, or the input
+ * (a growable buffer's view that grew) is a new call, and the next step repeats that one.
+ */
+const repeated: ConformanceCase = {
+  name: 'allreduce repeated on the same arrays (a training loop): every step reduces its own input; a changed option, output or length is honoured',
+  async run(rr, rank, size) {
+    const sumOf = (step: number) => (size * (size - 1)) / 2 + size * step;
+    const input = new Float32Array(5);
+    const out = allocShared('float32', 5);
+    const other = allocShared('float32', 5);
+    for (let step = 0; step < 7; step++) {
+      input.fill(rank + step);
+      const max = step === 2 || step === 3;
+      const target = step === 4 ? other : out;
+      const options = max ? { name: 'ar/repeat', out: target, op: 'max' as const } : { name: 'ar/repeat', out: target };
+      const result = await rr.allreduce(input, options);
+      check(result === target, `step ${step}`, 'the result is not the given output');
+      checkArray('float32', result, new Float32Array(5).fill(max ? size - 1 + step : sumOf(step)), `step ${step}`);
+    }
+    // In place on a view that follows a growable buffer: after it grows, the same objects are a longer tensor.
+    const growable = new (SharedArrayBuffer as unknown as GrowableShared)(4 * 4, { maxByteLength: 8 * 4 });
+    const tracking = new Float32Array(growable);
+    for (let step = 0; step < 6; step++) {
+      if (step === 3) growable.grow(8 * 4);
+      tracking.fill(rank + step);
+      const result = await rr.allreduce(tracking, { name: 'ar/repeat-grows', out: tracking });
+      check(result === tracking && result.length === (step < 3 ? 4 : 8), `in place, step ${step}`, `length ${result.length}`);
+      checkArray('float32', result, new Float32Array(result.length).fill(sumOf(step)), `in place, step ${step}`);
+    }
+  },
+};
+
+/** A growable SharedArrayBuffer's constructor (ES2024; this project's lib is older). */
+type GrowableShared = new (
+  byteLength: number,
+  options: { maxByteLength: number },
+) => SharedArrayBuffer & { grow(byteLength: number): void };
+
 export const allreduceCases: readonly ConformanceCase[] = [
   smallCounts,
   aroundEagerLimit,
   ...largeCounts,
   inPlace,
+  repeated,
   resultKind,
   scaled,
   refused,
