@@ -17,7 +17,7 @@ import type { CallContext, Prepared } from './call.js';
 import type { Completion, EngineLink } from './engine_client.js';
 import { parseTimeout } from './ops/point_to_point.js';
 import { type ProcessSet, parseProcessSet } from './process_set.js';
-import { Repeats } from './repeats.js';
+import { type Remembered, type RepeatSettlement, Repeats } from './repeats.js';
 import { type ParsedTensor, parseName } from './tensor_args.js';
 
 /**
@@ -152,11 +152,9 @@ export class Calls {
    */
   run<A>(prepare: Prepare<A>, argument: A, options: unknown): Promise<unknown> {
     // While a join is pending the full checks run: they refuse the call.
-    let prepared = this.joining.size === 0 ? this.repeats.find(prepare, argument, options) : undefined;
-    if (prepared !== undefined) {
-      (prepared.again as () => void)();
-      return this.submit(prepared);
-    }
+    const repeat = this.joining.size === 0 ? this.repeats.find(prepare, argument, options) : undefined;
+    if (repeat !== undefined) return this.submitRepeat(repeat);
+    let prepared: Prepared;
     try {
       prepared = this.scoped(prepare, argument, options, false);
     } catch (error) {
@@ -227,6 +225,29 @@ export class Calls {
         throw error;
       },
     );
+  }
+
+  /**
+   * submit() for a repeat: its per-call work redone, and settled by handlers made at its first
+   * repeat (a repeated call has no staging memory: settling takes its name out of flight).
+   */
+  private submitRepeat(repeat: Remembered): Promise<unknown> {
+    const { prepared } = repeat;
+    let completion: Promise<Completion>;
+    try {
+      const names = this.claim(prepared);
+      repeat.settlement ??= settlementOf(prepared, names);
+      (prepared.again as () => void)();
+      try {
+        completion = this.engine.submit(prepared);
+      } catch (error) {
+        names.delete(prepared.request.name);
+        throw error;
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return completion.then(repeat.settlement.done, repeat.settlement.failed);
   }
 
   /** A join: while it is pending, this rank makes no other call in its set. */
@@ -412,6 +433,21 @@ export class Calls {
     }
     return names;
   }
+}
+
+/** How the repeats of `prepared` settle: its name leaves `names` (the names in flight in its set), then the result. */
+function settlementOf(prepared: Prepared, names: Set<string>): RepeatSettlement {
+  const { name } = prepared.request;
+  return {
+    done: (completion) => {
+      names.delete(name);
+      return prepared.finish(completion);
+    },
+    failed: (error) => {
+      names.delete(name);
+      throw error;
+    },
+  };
 }
 
 function isPeer(request: Prepared['request']): boolean {

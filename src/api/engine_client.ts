@@ -87,6 +87,9 @@ interface PendingCall {
 
 export class EngineClient implements EngineLink {
   private readonly pending = new Map<number, PendingCall>();
+  /** The call submit() is making and its id, read by keepPending. */
+  private submitting: Call | undefined;
+  private submittingId = 0;
   /** Ids of calls sent as messages count up from 1; those of ring calls down from -1 (hand_off.ts). */
   private nextId = 1;
   private nextRingId = -1;
@@ -155,13 +158,18 @@ export class EngineClient implements EngineLink {
 
   /** Submits a call; the promise settles when every rank has run it (or it failed). */
   submit(call: Call): Promise<Completion> {
-    const id = this.postOrRelease(call, false);
-    const released = call.released;
-    return new Promise<Completion>((resolve, reject) => {
-      this.pending.set(id, released ? { resolve, reject, released } : { resolve, reject });
-      this.updateRefs();
-    });
+    this.submittingId = this.postOrRelease(call, false);
+    this.submitting = call;
+    return new Promise<Completion>(this.keepPending);
   }
+
+  /** The executor of submit()'s promise, one for every call (a closure per call would be allocated per call). */
+  private readonly keepPending = (resolve: (completion: Completion) => void, reject: (error: Error) => void): void => {
+    const released = this.submitting?.released;
+    this.submitting = undefined;
+    this.pending.set(this.submittingId, released ? { resolve, reject, released } : { resolve, reject });
+    this.updateRefs();
+  };
 
   /**
    * Submits a call and blocks this thread until it settles. Throws what `submit` would reject

@@ -13,11 +13,19 @@
  */
 import type { TypedArray } from '../core/types.js';
 import type { Prepared } from './call.js';
+import type { Completion } from './engine_client.js';
 
 /** Names remembered at most; past it the map starts over (a loop with ever new names). */
 const kMaxRemembered = 4096;
 
-interface Remembered {
+/** How a repeated call settles (made at its first repeat, reused by the next: one call of a name is in flight at a time). */
+export interface RepeatSettlement {
+  done: (completion: Completion) => unknown;
+  failed: (error: unknown) => never;
+}
+
+/** A remembered call: what it was given, its checked preparation, and how its repeats settle. */
+export interface Remembered {
   /** The preparation function that made it: a name reused by another op is another call. */
   readonly op: unknown;
   readonly tensor: TypedArray;
@@ -30,13 +38,15 @@ interface Remembered {
   readonly prepared: Prepared;
   /** The process set the call ran in (undefined: the world). */
   readonly set: number | undefined;
+  /** Set by the caller's first repeat of it (calls.ts). */
+  settlement?: RepeatSettlement;
 }
 
 export class Repeats {
   private readonly byName = new Map<string, Remembered>();
 
-  /** The preparation of a call repeating the remembered one of its name, else undefined. */
-  find(op: unknown, tensor: unknown, options: unknown): Prepared | undefined {
+  /** The remembered call that this one repeats, else undefined. */
+  find(op: unknown, tensor: unknown, options: unknown): Remembered | undefined {
     if (typeof options !== 'object' || options === null) return undefined;
     const name = (options as { name?: unknown }).name;
     if (typeof name !== 'string') return undefined;
@@ -58,7 +68,7 @@ export class Repeats {
       if (keys[i] !== key || values[i] !== given[key]) return undefined;
       i++;
     }
-    return i === keys.length ? last.prepared : undefined;
+    return i === keys.length ? last : undefined;
   }
 
   /** Remembers a call that may repeat (its preparation set `again`), replacing its name's last one. */

@@ -92,12 +92,6 @@ export class ResponseCache {
     return ids;
   }
 
-  /** expand([id]) without the lists: one cached tensor's response. */
-  expandOne(id: number): ExecuteResponse | undefined {
-    const request = this.byId[id];
-    return request === undefined ? undefined : { kind: 'execute', names: [request.name], request, counts: [] };
-  }
-
   /** The execute response rebuilt from ids (undefined when an id is unknown). */
   expand(ids: readonly number[]): ExecuteResponse | undefined {
     const requests = ids.map((id) => this.byId[id]);

@@ -11,16 +11,17 @@
  * from closed rounds).
  */
 import type { ForcedAlgorithms } from '../../core/algorithm_names.js';
+import { bytesPerElement } from '../../core/dtypes.js';
 import { PeerFailureError, ShutdownError, toErrorRecord } from '../../core/errors.js';
 import { elementCount } from '../../core/shapes.js';
 import type { TypedArray } from '../../core/types.js';
 import type { Executor } from '../execution/executor.js';
-import { planFusion } from '../execution/fusion.js';
+import { FusionPlan } from '../execution/fusion.js';
 import type { Coordinator } from '../negotiation/coordinator.js';
 import type { ResponseCache } from '../negotiation/response_cache.js';
 import type { Entry, TensorQueue } from '../negotiation/tensor_queue.js';
 import type { FromEngine } from '../threads/worker_protocol.js';
-import type { ControlMessage, ExecuteResponse, Request, Response } from '../wire/messages.js';
+import type { ControlMessage, Request, Response } from '../wire/messages.js';
 import { EagerExchange } from './eager_exchange.js';
 import { AllToAllExchange } from './ready_all_to_all.js';
 import { DoublingExchange } from './ready_doubling.js';
@@ -240,15 +241,16 @@ export class ReadyPath {
 
   private onRoundClosed(round: ClosedRound): void {
     this.counts.rounds++;
-    const responses: ExecuteResponse[] = [];
+    // Every rank plans the same agreed ids alike; a tensor that fuses costs its name, not a response.
+    const plan = new FusionPlan(this.settings.fusionThresholdBytes);
     for (const id of round.agreed) {
       // Agreed means this rank reported it too, so it holds it (an evicted id is blocked).
       const request = this.cache.request(id);
       if (!request) continue;
       this.counts.agreed++;
       if (this.eager.isEager(request) && this.finishEager(id, request, round.round)) continue;
-      const response = this.cache.expandOne(id);
-      if (response) responses.push(response);
+      // The cached request has this rank's queued shape (a cache hit matches every field but the name).
+      plan.add(request, request.name, elementCount(request.shape) * bytesPerElement(request.dtype));
     }
     if (this.coordinator) {
       const waiting: { request: Request; ranks: readonly number[] }[] = [];
@@ -258,12 +260,7 @@ export class ReadyPath {
       }
       this.coordinator.watchCached(waiting);
     }
-    // Every agreed name is in this rank's queue until it runs (the cached request has the same shape).
-    const elementsOf = (name: string) => {
-      const entry = this.queue.get(name);
-      return entry ? elementCount(entry.request.shape) : 0;
-    };
-    for (const response of planFusion(responses, elementsOf, this.settings.fusionThresholdBytes)) this.hooks.schedule(response);
+    for (const response of plan.responses) this.hooks.schedule(response);
   }
 
   /**
