@@ -33,6 +33,7 @@ import { type Collect, SharedMemoryReclaimer } from '../core/shared_memory_recla
 import type { Timeline } from '../observability/timeline.js';
 import { SubgroupTransport } from '../transport/subgroup_transport.js';
 import type { Transport } from '../transport/transport.js';
+import type { ExecutionResult } from './execution/executor.js';
 import { isPeerRequest, PointToPoint } from './execution/point_to_point.js';
 import type { Entry } from './negotiation/tensor_queue.js';
 import type { Membership } from './ops/op_spec.js';
@@ -47,6 +48,13 @@ import type { ControlMessage, Request } from './wire/messages.js';
 import type { PeerRequest } from './wire/peer_request.js';
 
 const kCoordinator = 0;
+
+/** Whether an execution result hands the caller nothing (no output, shape or counts). */
+function isEmpty(result: object | undefined): boolean {
+  if (result === undefined) return true;
+  for (const _ in result) return false;
+  return true;
+}
 
 /** A call between submission and settlement (a collective's is its queue entry): what stats and the dashboard read of it. */
 export interface Unsettled {
@@ -296,6 +304,7 @@ export class Engine {
         send: (member, message) => this.sendTo(ranks[member] as number, message),
         sendAll: (message) => this.sendToAll(ranks, message),
         post: (message) => this.post(message),
+        done: (entries, results, skip) => this.settleRun(entries, results, skip),
         fail: (error) => this.fail(error),
         failure: () => this.failure,
         closing: () => this.closing,
@@ -356,6 +365,27 @@ export class Engine {
       this.stats.settled(code, call?.buffer?.byteLength ?? 0, message.type === 'done', this.unsettled.size);
     }
     this.postToCaller(message);
+    this.updateActivity();
+  }
+
+  /** A run's calls are done: counted once for the run, then settled on the caller's side one by one. */
+  private settleRun(entries: readonly Entry[], results: readonly ExecutionResult[], skip: ReadonlySet<Entry>): void {
+    let calls = 0;
+    let bytes = 0;
+    for (const entry of entries) {
+      if (skip.has(entry) || !this.unsettled.delete(entry.id)) continue;
+      calls++;
+      bytes += entry.buffer?.byteLength ?? 0;
+    }
+    const first = entries[0];
+    if (calls > 0 && first) this.stats.completed(StatsWriter.codeOf(first.request.op), calls, bytes, this.unsettled.size);
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i] as Entry;
+      if (skip.has(entry)) continue;
+      const result = results[i];
+      // Most results are empty (the output is the caller's memory): no spread then.
+      this.postToCaller(isEmpty(result) ? { type: 'done', id: entry.id } : { type: 'done', id: entry.id, ...result });
+    }
     this.updateActivity();
   }
 

@@ -22,7 +22,7 @@ import type { Logger } from '../core/logger.js';
 import { runSoon } from '../core/soon.js';
 import type { Timeline } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
-import { Executor, type ExecutorSettings } from './execution/executor.js';
+import { type ExecutionResult, Executor, type ExecutorSettings } from './execution/executor.js';
 import { type Decision, Rank0Decisions } from './negotiation/rank0_decisions.js';
 import { ResponseCache } from './negotiation/response_cache.js';
 import { type Entry, TensorQueue } from './negotiation/tensor_queue.js';
@@ -75,6 +75,11 @@ export interface SetEngineHooks {
   sendAll(message: SetMessage): Promise<unknown>;
   /** Settles a call on the caller's side. */
   post(message: FromEngine): void;
+  /**
+   * Settles a run's calls as done, each with its result (at its index; missing: none), counted
+   * together; the entries in `skip` (stand-ins) are no calls.
+   */
+  done(entries: readonly Entry[], results: readonly ExecutionResult[], skip: ReadonlySet<Entry>): void;
   /** Breaks the job. */
   fail(error: unknown): void;
   /** The job's failure, if it broke. */
@@ -92,13 +97,6 @@ const kCoordinator = 0;
 
 /** The stand-ins of a run without any (never added to). */
 const kNoStandIns = new Set<Entry>();
-
-/** Whether an execution result hands the caller nothing (no output, shape or counts). */
-function isEmpty(result: object | undefined): boolean {
-  if (result === undefined) return true;
-  for (const _ in result) return false;
-  return true;
-}
 
 export class SetEngine {
   private readonly queue = new TensorQueue();
@@ -538,15 +536,12 @@ export class SetEngine {
         for (const entry of entries) if (!standIns.has(entry)) bytes += entry.buffer?.byteLength ?? 0;
         this.tuner.completed(entries.length - standIns.size, bytes);
       }
+      this.hooks.done(entries, results, standIns);
       for (let i = 0; i < entries.length; i++) {
         const entry = entries[i] as Entry;
-        if (standIns.has(entry)) continue;
-        const result = results[i];
-        // Most results are empty (the output is the caller's memory): no spread then.
-        this.hooks.post(isEmpty(result) ? { type: 'done', id: entry.id } : { type: 'done', id: entry.id, ...result });
         // Only fresh memory: reused buffers (`out`, pools) need no collection to come back.
         const fresh = (entry.fresh ? (entry.buffer?.byteLength ?? 0) : 0) + (results[i]?.output?.byteLength ?? 0);
-        if (fresh > 0) this.hooks.releasedFresh(fresh);
+        if (fresh > 0 && !standIns.has(entry)) this.hooks.releasedFresh(fresh);
       }
     } catch (error) {
       const failed = toErrorRecord(this.hooks.failure() ?? error);

@@ -166,19 +166,28 @@ export class StatsWriter {
 
   /** A call of operation `code` (codeOf) settled; `pending` calls are still unsettled. */
   settled(code: number, bytes: number, ok: boolean, pending: number): void {
+    if (ok) this.completed(code, 1, bytes, pending);
+    else {
+      const f = this.f;
+      this.begin();
+      f[kSlot.pending] = pending;
+      f[kSlot.failed]++;
+      if (code >= 0) f[kOpBase + kPerOp * code + 1]++;
+      this.end();
+    }
+  }
+
+  /** `calls` calls of operation `code` (codeOf), `bytes` in all, completed (a run's); `pending` calls are still unsettled. */
+  completed(code: number, calls: number, bytes: number, pending: number): void {
     const f = this.f;
     this.begin();
     f[kSlot.pending] = pending;
-    if (ok) {
-      f[kSlot.completed]++;
-      f[kSlot.bytes] += bytes;
-    } else f[kSlot.failed]++;
+    f[kSlot.completed] += calls;
+    f[kSlot.bytes] += bytes;
     if (code >= 0) {
       const base = kOpBase + kPerOp * code;
-      if (ok) {
-        f[base]++;
-        f[base + 2] += bytes;
-      } else f[base + 1]++;
+      f[base] += calls;
+      f[base + 2] += bytes;
     }
     this.end();
   }
