@@ -32,3 +32,10 @@ const kUnnamed = new RegExp(`^(${kCollectiveOps.join('|')})#\\d+$`);
 export function isUnnamed(name: string): boolean {
   return kUnnamed.test(name);
 }
+
+const kUnnamedLabel = /^[A-Za-z]+ #\d+$/;
+
+/** Whether `name` is an unnamed call's of another kind (a group, a send: 'groupedAllreduce #3'), never repeated either. */
+export function isUnnamedLabel(name: string): boolean {
+  return kUnnamedLabel.test(name);
+}

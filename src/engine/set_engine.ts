@@ -23,6 +23,7 @@ import { runSoon } from '../core/soon.js';
 import type { Timeline } from '../observability/timeline.js';
 import type { Transport } from '../transport/transport.js';
 import { type ExecutionResult, Executor, type ExecutorSettings } from './execution/executor.js';
+import { GroupArrivals } from './negotiation/group_arrivals.js';
 import { type Decision, Rank0Decisions } from './negotiation/rank0_decisions.js';
 import { ResponseCache } from './negotiation/response_cache.js';
 import { type Entry, TensorQueue } from './negotiation/tensor_queue.js';
@@ -100,6 +101,8 @@ const kNoStandIns = new Set<Entry>();
 
 export class SetEngine {
   private readonly queue = new TensorQueue();
+  /** Members of cached groups queued before their whole group is (group_arrivals.ts). */
+  private readonly arrivals = new GroupArrivals();
   private readonly executor: Executor;
   private readonly cache: ResponseCache;
   private readonly ready: ReadyPath;
@@ -271,6 +274,7 @@ export class SetEngine {
   failAll(error: Error | ((request: Request) => Error)): void {
     this.outbox = [];
     this.ready.clear();
+    this.arrivals.clear();
     for (const entry of this.queue.drain()) {
       const record = toErrorRecord(typeof error === 'function' ? error(entry.request) : error);
       this.hooks.post({ type: 'failed', id: entry.id, error: record });
@@ -298,7 +302,8 @@ export class SetEngine {
     for (const request of requests) {
       const id = this.joinMode ? undefined : this.cache.idOf(request);
       if (id === undefined) uncached.push(request);
-      else this.ready.add(id);
+      // A cached group is ready once every member is.
+      else if (request.group === undefined || this.arrivals.arrive(id, request)) this.ready.add(id);
     }
     if (uncached.length > 0) this.sendToCoordinator(uncached);
     this.settings.stats?.requests(requests.length - uncached.length, uncached.length);
@@ -411,19 +416,44 @@ export class SetEngine {
     const resend: Request[] = [];
     for (const id of decision.evict) {
       const request = this.cache.request(id);
+      const group = this.cache.group(id);
       this.cache.evict(id);
-      if (this.ready.evict(id) && request) {
-        const entry = this.queue.get(request.name);
-        if (entry) resend.push(entry.request);
-      }
+      const wasReady = this.ready.evict(id);
+      const arrived = this.arrivals.take(id);
+      // A group's members go to rank 0 in full: all of them if it was ready, else those that arrived.
+      if (group) resend.push(...(wasReady ? this.queuedRequests(group.members) : arrived));
+      else if (wasReady && request) resend.push(...this.queuedRequests([request]));
     }
+    /** Grouped calls that ran whole in this decision, by group name: cached as one id each. */
+    let groups: Map<string, Request[]> | undefined;
     for (const r of decision.responses) {
       // Learned in decision order on every member, so every member assigns the same ids; not
       // what joined ranks stand in for (they hold no request for it).
-      if (r.kind === 'execute' && !r.joined) this.cache.learn(r.names.map((name) => this.queue.get(name)?.request));
+      if (r.kind === 'execute' && !r.joined) {
+        const requests = r.names.map((name) => this.queue.get(name)?.request);
+        this.cache.learn(requests);
+        for (const request of requests) {
+          if (request?.group === undefined) continue;
+          groups ??= new Map();
+          const members = groups.get(request.group.name);
+          if (members) members.push(request);
+          else groups.set(request.group.name, [request]);
+        }
+      }
       this.schedule(r);
     }
+    if (groups) for (const members of groups.values()) this.cache.learnGroup(members);
     if (resend.length > 0) this.sendToCoordinator(resend);
+  }
+
+  /** The requests of the queued entries named as `requests` are (this rank's submissions of them). */
+  private queuedRequests(requests: readonly Request[]): Request[] {
+    const queued: Request[] = [];
+    for (const { name } of requests) {
+      const entry = this.queue.get(name);
+      if (entry) queued.push(entry.request);
+    }
+    return queued;
   }
 
   /**
@@ -459,7 +489,9 @@ export class SetEngine {
         // A cached tensor that stalled: every member drops it from the open round at this same
         // place, and a newer submission is reported again, with its data.
         const id = this.cache.idOfName(name);
-        if (id !== undefined) this.ready.failed(id, ours);
+        if (id === undefined) continue;
+        this.ready.failed(id, ours);
+        if (ours) this.arrivals.forget(id);
       }
       return;
     }
@@ -484,10 +516,12 @@ export class SetEngine {
     this.joinMode = true;
     const resend: Request[] = [];
     for (const id of this.ready.withdrawAll(this.cache.size)) {
+      const group = this.cache.group(id);
       const request = this.cache.request(id);
-      const entry = request && this.queue.get(request.name);
-      if (entry) resend.push(entry.request);
+      resend.push(...this.queuedRequests(group ? group.members : request ? [request] : []));
     }
+    // Members of groups not ready yet go too.
+    resend.push(...this.arrivals.takeAll());
     if (resend.length > 0) this.sendToCoordinator(resend);
   }
 

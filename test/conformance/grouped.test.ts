@@ -320,6 +320,75 @@ for (const factory of kWorldFactories) {
     }
 
     test(
+      'a repeated group is agreed from the response cache as one id; a changed member, a mismatch and a stall of the cached group',
+      bounded(kTestMs, async () => {
+        const tensors = (rank: number, it: number, long = false) => [
+          new Float32Array(3).fill(rank + it),
+          new Float64Array(long ? 5 : 2).fill(rank * 2 + it),
+          new Int32Array(4).fill(rank + 1),
+        ];
+        const sums = (it: number) => [6 + 4 * it, 12 + 4 * it, 10];
+        // Requests that travelled as cache ids: rr.stats() with an engine thread, the engine itself in a memory world.
+        const hits = () =>
+          world.map((rr) => (factory.name === 'memory' ? memoryEngineOf(rr).cacheHits.requests : rr.stats().cacheHits));
+        const run = (it: number, long = false) =>
+          Promise.all(world.map((rr, rank) => rr.groupedAllreduce(tensors(rank, it, long), { name: 'cached' })));
+        const check = (results: unknown[][], it: number, what: string) => {
+          for (const [rank, outs] of results.entries())
+            for (const [m, out] of outs.entries())
+              assert.ok(
+                [...dataOf(out)].every((v) => v === sums(it)[m]),
+                `${what}: rank ${rank} member ${m}: ${[...dataOf(out)]} != ${sums(it)[m]}`,
+              );
+        };
+        // The first call is negotiated by rank 0 and learned; the next ones are cache hits, all three members.
+        check(await run(0), 0, 'first');
+        for (let it = 1; it < 4; it++) {
+          const before = hits();
+          check(await run(it), it, `iteration ${it}`);
+          assert.deepEqual(
+            hits().map((h, rank) => h - (before[rank] as number)),
+            [3, 3, 3, 3],
+            `iteration ${it}: every member a cache hit on every rank`,
+          );
+        }
+        // A member of another length on every rank: not the cached group (rank 0 again), right, then cached anew.
+        check(await run(4, true), 4, 'a longer member');
+        check(await run(5, true), 5, 'a longer member again');
+        const before = hits();
+        check(await run(6, true), 6, 'cached anew');
+        assert.deepEqual(
+          hits().map((h, rank) => h - (before[rank] as number)),
+          [3, 3, 3, 3],
+          'the changed group cached anew',
+        );
+        // Rank 0's member of another length: the whole group fails alike on every rank, then the name works again.
+        const mismatch = await Promise.allSettled(
+          world.map((rr, rank) => rr.groupedAllreduce(tensors(rank, 7, rank === 0), { name: 'cached' })),
+        );
+        const reasons = mismatch.map((m, rank) => {
+          assert.equal(m.status, 'rejected', `rank ${rank} should have failed`);
+          return ((m as PromiseRejectedResult).reason as Error).message;
+        });
+        assert.equal(new Set(reasons).size, 1, `the same failure everywhere: ${reasons.join(' | ')}`);
+        assert.match(reasons[0] as string, /group 'cached'/);
+        check(await run(8, true), 8, 'after the mismatch');
+        check(await run(9, true), 9, 'cached after the mismatch');
+        // The cached group stalls: rank 3 does not call it; the others fail with its deadline, naming rank 3.
+        const stalled = await Promise.allSettled(
+          world.slice(0, 3).map((rr, rank) => rr.groupedAllreduce(tensors(rank, 10, true), { name: 'cached', timeoutMs: 300 })),
+        );
+        for (const [rank, s] of stalled.entries()) {
+          assert.equal(s.status, 'rejected', `rank ${rank} should have timed out`);
+          const reason = (s as PromiseRejectedResult).reason as Error;
+          assert.ok(reason instanceof TimeoutError, `rank ${rank}: ${reason.name}: ${reason.message}`);
+          assert.match(reason.message, /ranks? 3 did not submit it/);
+        }
+        check(await run(11, true), 11, 'after the stall');
+      }),
+    );
+
+    test(
       'atomic: a member missing on one rank holds the whole group back until it arrives',
       bounded(kTestMs, async () => {
         for (let it = 0; it < 2; it++) {

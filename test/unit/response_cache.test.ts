@@ -5,9 +5,68 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { GroupArrivals } from '../../src/engine/negotiation/group_arrivals.js';
 import { ResponseCache } from '../../src/engine/negotiation/response_cache.js';
 import type { Request } from '../../src/engine/wire/messages.js';
 import { allreduceRequest, startEngines, stopEngines } from '../helpers/engines.js';
+
+/** Member `index` of group `group` of `size` members, of `length` elements. */
+function member(group: string, size: number, index: number, length = 4): Request {
+  return { ...allreduceRequest(`${group}/${index}`, length), group: { name: group, size, index } };
+}
+
+describe('ResponseCache, grouped calls', () => {
+  it('learns a whole group as one id, which each member (the same parameters, a fresh group object) finds', () => {
+    const cache = new ResponseCache(10);
+    cache.learn([allreduceRequest('a', 1)]);
+    const members = [member('g', 2, 1), member('g', 2, 0)];
+    cache.learnGroup(members);
+    assert.equal(cache.idOf(member('g', 2, 0)), 1);
+    assert.equal(cache.idOf(member('g', 2, 1)), 1);
+    assert.equal(cache.request(1), undefined, 'a group has no single request');
+    assert.deepEqual(
+      cache.group(1)?.members.map((m) => m.name),
+      ['g/1', 'g/0'],
+      'in the order they ran',
+    );
+    assert.equal(cache.idOf(member('g', 2, 0, 5)), undefined, 'another shape');
+    assert.equal(cache.idOf(member('g', 3, 0)), undefined, 'another group size');
+    assert.ok(cache.holds(member('g', 2, 1)));
+    assert.equal(cache.idsFor({ kind: 'execute', names: ['g/1', 'g/0'], request: member('g', 2, 1), counts: [] }), undefined);
+  });
+
+  it('does not learn an incomplete or unnamed group, and evicts a group with all its names', () => {
+    const cache = new ResponseCache(10);
+    cache.learnGroup([member('g', 3, 0), member('g', 3, 1)]);
+    cache.learnGroup([member('groupedAllreduce #4', 1, 0)]);
+    assert.equal(cache.size, 0);
+    cache.learnGroup([member('g', 2, 0), member('g', 2, 1)]);
+    cache.evict(0);
+    assert.equal(cache.idOfName('g/0'), undefined);
+    assert.equal(cache.idOfName('g/1'), undefined);
+    assert.equal(cache.group(0), undefined);
+    cache.learnGroup([member('g', 2, 0), member('g', 2, 1)]);
+    assert.equal(cache.idOf(member('g', 2, 1)), 1, 'learned again under a new id');
+  });
+});
+
+describe('GroupArrivals', () => {
+  it('completes a group once every member arrived (a member twice counts once), then starts over', () => {
+    const arrivals = new GroupArrivals();
+    assert.equal(arrivals.arrive(7, member('g', 3, 0)), false);
+    assert.equal(arrivals.arrive(7, member('g', 3, 0)), false);
+    assert.equal(arrivals.arrive(7, member('g', 3, 2)), false);
+    assert.equal(arrivals.arrive(7, member('g', 3, 1)), true);
+    assert.deepEqual(arrivals.take(7), [], 'nothing waits after a complete group');
+    arrivals.arrive(7, member('g', 3, 1));
+    arrivals.arrive(8, member('h', 2, 0));
+    assert.deepEqual(
+      arrivals.takeAll().map((r) => r.name),
+      ['g/1', 'h/0'],
+    );
+    assert.deepEqual(arrivals.takeAll(), []);
+  });
+});
 
 describe('ResponseCache', () => {
   it('hands out ids in learning order and rebuilds responses from them', () => {

@@ -12,15 +12,29 @@
  *
  * Not cached: operations whose spec says so (allgather: its response carries every rank's first
  * dimension, which may change from step to step) and unnamed calls (their names never repeat).
+ *
+ * Grouped calls (groups.ts): a named group that ran whole is cached as one id, which each of its
+ * members finds (learnGroup); its members have no id of their own, so a member never runs without
+ * its group. request(id) is a single tensor's; group(id) a group's members, in the order they ran.
  */
-import { isUnnamed } from '../../core/collective_ops.js';
+import { isUnnamed, isUnnamedLabel } from '../../core/collective_ops.js';
 import { specOf } from '../ops/registry.js';
 import type { ExecuteResponse, Request, Response } from '../wire/messages.js';
 
+/** A grouped call cached as one id: its name and its members' requests, in the order they run. */
+export interface CachedGroup {
+  readonly name: string;
+  readonly members: readonly Request[];
+}
+
 export class ResponseCache {
+  /** Every cached name: a tensor's, or a group member's (its group's id). */
   private readonly byName = new Map<string, number>();
-  /** Undefined once evicted. */
+  /** Undefined once evicted, and for a group's id (see groups). */
   private readonly byId: (Request | undefined)[] = [];
+  /** The cached groups by id, and their members' requests by name. */
+  private readonly groups = new Map<number, CachedGroup>();
+  private readonly members = new Map<string, Request>();
   /** Requests and responses sent as ids (for tests and diagnostics). */
   readonly hits = { requests: 0, responses: 0 };
 
@@ -30,13 +44,16 @@ export class ResponseCache {
     return this.byId.length;
   }
 
-  /** The id of `request` when it is cached with exactly these parameters. */
+  /**
+   * The id of `request` when it is cached with exactly these parameters; a group member's is its
+   * group's (the group is ready once every member is: set_engine.ts).
+   */
   idOf(request: Request): number | undefined {
     const id = this.byName.get(request.name);
     if (id === undefined) return undefined;
-    const cached = this.byId[id];
+    const cached = this.byId[id] ?? this.members.get(request.name);
     // A call the caller repeats through the hand-off ring brings the very request that was learned.
-    if (cached !== request && !sameFields(cached as Request, request, kRequestExceptions)) return undefined;
+    if (cached === undefined || (cached !== request && !sameFields(cached, request, kRequestExceptions))) return undefined;
     this.hits.requests++;
     return id;
   }
@@ -44,7 +61,13 @@ export class ResponseCache {
   /** Whether `request` is cached with exactly these parameters (without counting a hit). */
   holds(request: Request): boolean {
     const id = this.byName.get(request.name);
-    return id !== undefined && sameFields(this.byId[id] as Request, request, kRequestExceptions);
+    const cached = id === undefined ? undefined : (this.byId[id] ?? this.members.get(request.name));
+    return cached !== undefined && sameFields(cached, request, kRequestExceptions);
+  }
+
+  /** The group cached under `id`, or undefined (a tensor's id, or an unknown or evicted one). */
+  group(id: number): CachedGroup | undefined {
+    return this.groups.get(id);
   }
 
   /** The id under which `name` is cached, whatever its parameters. */
@@ -52,13 +75,22 @@ export class ResponseCache {
     return this.byName.get(name);
   }
 
-  /** The request cached under `id`, or undefined for an id this rank never assigned or evicted. */
+  /** The request cached under `id`, or undefined for an id this rank never assigned or evicted, or a group's (see group). */
   request(id: number): Request | undefined {
     return this.byId[id];
   }
 
-  /** Takes `id` out of the cache for good; its name may be learned again under a new id. */
+  /** Takes `id` out of the cache for good; its names may be learned again under a new id. */
   evict(id: number): void {
+    const group = this.groups.get(id);
+    if (group) {
+      this.groups.delete(id);
+      for (const member of group.members) {
+        this.byName.delete(member.name);
+        this.members.delete(member.name);
+      }
+      return;
+    }
     const request = this.byId[id];
     if (!request) return;
     this.byId[id] = undefined;
@@ -68,12 +100,32 @@ export class ResponseCache {
   /** Remembers the requests of an execute response; called in response order on every rank. */
   learn(requests: readonly (Request | undefined)[]): void {
     for (const request of requests) {
-      // A grouped request runs only with its group, which rank 0 holds together (groups.ts).
+      // A grouped request runs only with its group: the group is learned as one (learnGroup).
       if (!request || !specOf(request).cacheable || request.group || isUnnamed(request.name) || this.byName.has(request.name))
         continue;
       if (this.byId.length >= this.capacity) return;
       this.byName.set(request.name, this.byId.length);
       this.byId.push(request);
+    }
+  }
+
+  /**
+   * Remembers a grouped call that ran whole in one of rank 0's decisions as one id: `members` is
+   * every member's request, in the order they ran; called in decision order on every rank. Not
+   * when a member's op is not cacheable, the group is unnamed (its name never repeats) or a
+   * member's name is cached already.
+   */
+  learnGroup(members: readonly Request[]): void {
+    const group = members[0]?.group;
+    if (group === undefined || members.length !== group.size || isUnnamedLabel(group.name)) return;
+    for (const member of members) if (!specOf(member).cacheable || this.byName.has(member.name)) return;
+    if (this.byId.length >= this.capacity) return;
+    const id = this.byId.length;
+    this.byId.push(undefined);
+    this.groups.set(id, { name: group.name, members });
+    for (const member of members) {
+      this.byName.set(member.name, id);
+      this.members.set(member.name, member);
     }
   }
 
@@ -102,6 +154,7 @@ export class ResponseCache {
   }
 }
 
+const kNoExceptions: ReadonlySet<string> = new Set();
 /** A request's identity in the cache: everything but its name. */
 const kRequestExceptions = new Set(['name']);
 /** What a response fixes for every name it runs: everything but the name and this rank's shape. */
@@ -118,7 +171,12 @@ function sameFields(a: Request, b: Request, except: ReadonlySet<string>): boolea
 }
 
 function sameValue(u: unknown, v: unknown): boolean {
-  if (!Array.isArray(u) || !Array.isArray(v)) return u === v;
+  if (u === v) return true;
+  // A grouped request's group: { name, size, index }.
+  if (typeof u === 'object' && u !== null && !Array.isArray(u) && typeof v === 'object' && v !== null && !Array.isArray(v)) {
+    return sameFields(u as Request, v as Request, kNoExceptions);
+  }
+  if (!Array.isArray(u) || !Array.isArray(v)) return false;
   if (u.length !== v.length) return false;
   for (let i = 0; i < u.length; i++) if (u[i] !== v[i]) return false;
   return true;

@@ -246,17 +246,25 @@ export class ReadyPath {
     for (const id of round.agreed) {
       // Agreed means this rank reported it too, so it holds it (an evicted id is blocked).
       const request = this.cache.request(id);
-      if (!request) continue;
+      if (!request) {
+        // A cached group: its members, in the order they ran when it was learned (never eagerly).
+        const group = this.cache.group(id);
+        if (!group) continue;
+        this.counts.agreed++;
+        for (const member of group.members) plan.add(member, member.name, bytesOf(member));
+        continue;
+      }
       this.counts.agreed++;
       if (this.eager.isEager(request) && this.finishEager(id, request, round.round)) continue;
       // The cached request has this rank's queued shape (a cache hit matches every field but the name).
-      plan.add(request, request.name, elementCount(request.shape) * bytesPerElement(request.dtype));
+      plan.add(request, request.name, bytesOf(request));
     }
     if (this.coordinator) {
       const waiting: { request: Request; ranks: readonly number[] }[] = [];
       for (const [id, ranks] of round.partial) {
         const request = this.cache.request(id);
         if (request) waiting.push({ request, ranks });
+        else for (const member of this.cache.group(id)?.members ?? []) waiting.push({ request: member, ranks });
       }
       this.coordinator.watchCached(waiting);
     }
@@ -290,4 +298,9 @@ export class ReadyPath {
     if (entry.fresh) this.hooks.releasedFresh(entry.buffer.byteLength);
     return true;
   }
+}
+
+/** A tensor's bytes as its request says (the cached request has this rank's queued shape). */
+function bytesOf(request: Request): number {
+  return elementCount(request.shape) * bytesPerElement(request.dtype);
 }
