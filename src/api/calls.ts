@@ -103,7 +103,9 @@ export class Calls {
    */
   private readonly staging = new BufferPool<SharedArrayBuffer>(kStagingRetainBytes, (bytes) => new SharedArrayBuffer(bytes));
   /** The last call of each name that may repeat, with its checked preparation. */
-  private readonly repeats = new Repeats();
+  private readonly repeats = new Repeats<Prepared>();
+  /** The last grouped call of each group name that may repeat, with its members' checked preparations. */
+  private readonly groupRepeats = new Repeats<readonly Prepared[]>();
   /** fp16 compression's conversions: a WebAssembly instance, made by the first compressed call. */
   private halfConverter: HalfConverter | undefined;
   private shutDown = false;
@@ -130,6 +132,7 @@ export class Calls {
     this.world = this.contextFor(undefined);
     this.setContexts.clear();
     this.repeats.clear();
+    this.groupRepeats.clear();
     this.unnamedCounters.clear();
     this.inFlight.clear();
     this.joining.clear();
@@ -144,6 +147,7 @@ export class Calls {
   forgetSet(id: number): void {
     this.setContexts.delete(id);
     this.repeats.forgetSet(id);
+    this.groupRepeats.forgetSet(id);
   }
 
   /**
@@ -231,7 +235,7 @@ export class Calls {
    * submit() for a repeat: its per-call work redone, and settled by handlers made at its first
    * repeat (a repeated call has no staging memory: settling takes its name out of flight).
    */
-  private submitRepeat(repeat: Remembered): Promise<unknown> {
+  private submitRepeat(repeat: Remembered<Prepared>): Promise<unknown> {
     const { prepared } = repeat;
     let completion: Promise<Completion>;
     try {
@@ -267,6 +271,8 @@ export class Calls {
    * group, and submits them in one burst: rank 0 releases them together (engine/negotiation/groups.ts).
    */
   async runGroup(op: GroupedOp, tensors: unknown, options: unknown, prepare: Prepare<unknown>): Promise<unknown[]> {
+    const repeat = this.joining.size === 0 ? this.groupRepeats.find(prepare, tensors, options) : undefined;
+    if (repeat !== undefined) return this.submitGroup(repeat.prepared, true);
     if (!Array.isArray(tensors) || tensors.length === 0) {
       throw new InvalidArgumentError(`${op} needs a non-empty array of tensors, got ${String(tensors)}`);
     }
@@ -290,6 +296,15 @@ export class Calls {
       call.set = first.set;
       if (timeoutMs !== undefined) (call.request as Request).timeoutMs = timeoutMs;
     }
+    this.groupRepeats.remember(prepare, tensors, options, calls);
+    return this.submitGroup(calls, false);
+  }
+
+  /**
+   * Claims every member's name (none is submitted if one is refused), submits them in one burst
+   * and settles with their results in order; a repeat (`again`) first redoes each member's input copy.
+   */
+  private async submitGroup(calls: readonly Prepared[], again: boolean): Promise<unknown[]> {
     let claimed = 0;
     try {
       for (const call of calls) {
@@ -310,6 +325,7 @@ export class Calls {
       }
       throw error;
     }
+    if (again) for (const call of calls) (call.again as () => void)();
     try {
       const completions = await Promise.all(calls.map((call) => this.engine.submit(call)));
       return completions.map((completion, i) => (calls[i] as Prepared).finish(completion));

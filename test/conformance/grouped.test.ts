@@ -385,6 +385,28 @@ for (const factory of kWorldFactories) {
           assert.match(reason.message, /ranks? 3 did not submit it/);
         }
         check(await run(11, true), 11, 'after the stall');
+        // With 'outs' a repeat reuses the members' checked preparations (api/repeats.ts): each step still
+        // reduces that step's input, in a fresh options object and array of the same values each time.
+        const inputs = world.map(() => [new Float32Array(3), new Int32Array(2)] as const);
+        const outputs = world.map(
+          () => [new Float32Array(new SharedArrayBuffer(12)), new Int32Array(new SharedArrayBuffer(8))] as const,
+        );
+        for (let it = 0; it < 4; it++) {
+          const results = await Promise.all(
+            world.map((rr, rank) => {
+              const [x, y] = inputs[rank] as (typeof inputs)[number];
+              x.fill(rank + it);
+              y.fill(rank * it);
+              const [ox, oy] = outputs[rank] as (typeof outputs)[number];
+              return rr.groupedAllreduce([x, y], { name: 'outs-loop', outs: [ox, oy] });
+            }),
+          );
+          for (const [rank, [x, y]] of results.entries()) {
+            assert.equal(x, outputs[rank]?.[0], `iteration ${it}: the result is the given output`);
+            assert.deepEqual([...dataOf(x)], [6 + 4 * it, 6 + 4 * it, 6 + 4 * it], `iteration ${it}, rank ${rank}`);
+            assert.deepEqual([...dataOf(y)], [6 * it, 6 * it], `iteration ${it}, rank ${rank}`);
+          }
+        }
       }),
     );
 

@@ -34,14 +34,14 @@ describe('Repeats', () => {
   const out = allocShared('float32', 4);
 
   it('finds a call with the same tensor and option values, in a fresh options object', () => {
-    const repeats = new Repeats();
+    const repeats = new Repeats<Prepared>();
     const prepared = preparedFor(out);
     repeats.remember(prepareA, tensor, { name: 'g', out }, prepared);
     assert.equal(repeats.find(prepareA, tensor, { name: 'g', out })?.prepared, prepared);
   });
 
   it('does not find a call that differs in anything the preparation checked', () => {
-    const repeats = new Repeats();
+    const repeats = new Repeats<Prepared>();
     repeats.remember(prepareA, tensor, { name: 'g', out }, preparedFor(out));
     assert.equal(repeats.find(prepareB, tensor, { name: 'g', out }), undefined, 'another op');
     assert.equal(repeats.find(prepareA, new Float32Array(4), { name: 'g', out }), undefined, 'another tensor');
@@ -59,7 +59,7 @@ describe('Repeats', () => {
   });
 
   it('does not find a call whose tensor or output changed length (a view of a growable buffer)', () => {
-    const repeats = new Repeats();
+    const repeats = new Repeats<Prepared>();
     const growable = new (SharedArrayBuffer as unknown as GrowableShared)(16, { maxByteLength: 32 });
     const tracking = new Float32Array(growable);
     repeats.remember(prepareA, tracking, { name: 'g', out: tracking }, preparedFor(tracking));
@@ -69,8 +69,25 @@ describe('Repeats', () => {
     assert.equal(repeats.find(prepareA, tracking, { name: 'g', out: tracking }), undefined);
   });
 
+  it('finds a grouped call: the same tensors in order (any array), outputs element by element (an array the caller changed is another call)', () => {
+    const repeats = new Repeats<readonly Prepared[]>();
+    const a = new Float32Array(4);
+    const b = new Float32Array(4);
+    const outA = allocShared('float32', 4);
+    const outB = allocShared('float32', 4);
+    const members = [preparedFor(outA), preparedFor(outB)];
+    const outs = [outA, outB];
+    repeats.remember(prepareA, [a, b], { name: 'g', outs }, members);
+    assert.equal(repeats.find(prepareA, [a, b], { name: 'g', outs: [outA, outB] })?.prepared, members);
+    assert.equal(repeats.find(prepareA, [b, a], { name: 'g', outs: [outA, outB] }), undefined, 'another order');
+    assert.equal(repeats.find(prepareA, [a], { name: 'g', outs: [outA] }), undefined, 'fewer tensors');
+    assert.equal(repeats.find(prepareA, [a, b], { name: 'g', outs: [outA, outA] }), undefined, 'another output');
+    outs[1] = outA;
+    assert.equal(repeats.find(prepareA, [a, b], { name: 'g', outs }), undefined, 'the remembered array was changed since');
+  });
+
   it('remembers only calls that may repeat, and forgets a removed set and everything at a restart', () => {
-    const repeats = new Repeats();
+    const repeats = new Repeats<Prepared>();
     const once = { ...preparedFor(out) };
     delete once.again;
     repeats.remember(prepareA, tensor, { name: 'g', out }, once);
