@@ -57,16 +57,18 @@ function runRanks(args: BenchArgs, specPath: string, timelineBase: string | unde
   });
 }
 
-/** The training step case's line: the fused step against one allreduce of its bytes (slowest rank's means). */
+/** The training step case's line: the fused step against one allreduce of its bytes, and as one grouped call (slowest rank's means). */
 function stepLine(reports: readonly BenchReport[]): { line: string; rows: ResultRow[] } | undefined {
   if (!reports.every((r) => r.member === false || r.step)) return undefined;
   const rows = mergeReports(reports.map((r) => ({ ...r, rows: r.step ?? [] })));
-  const [fused, single] = rows;
+  const [fused, single, grouped] = rows;
   if (!fused || !single) return undefined;
+  const ratio = (row: ResultRow) => `${(row.timeUs / single.timeUs).toFixed(2)}x`;
+  const failed = rows.some((row) => row.ok === false);
   const us = (row: ResultRow) => (row.timeUs >= 1000 ? `${(row.timeUs / 1000).toFixed(2)} ms` : `${row.timeUs.toFixed(0)} µs`);
   return {
     rows,
-    line: `\n# training step: ${kStepTensors} named float32 allreduces of ${kStepTensorBytes / 1024} KiB fused, ${us(fused)} per step (p50 ${(fused.medianUs / 1000).toFixed(2)} ms); one ${(kStepTensors * kStepTensorBytes) / 1024} KiB allreduce ${us(single)}: ${(fused.timeUs / single.timeUs).toFixed(2)}x${fused.ok === false || single.ok === false ? ' (CHECK FAILED)' : ''}`,
+    line: `\n# training step: ${kStepTensors} named float32 allreduces of ${kStepTensorBytes / 1024} KiB fused, ${us(fused)} per step (p50 ${(fused.medianUs / 1000).toFixed(2)} ms); one ${(kStepTensors * kStepTensorBytes) / 1024} KiB allreduce ${us(single)}: ${ratio(fused)}${grouped ? `; as one groupedAllreduce ${us(grouped)}: ${ratio(grouped)}` : ''}${failed ? ' (CHECK FAILED)' : ''}`,
   };
 }
 

@@ -105,6 +105,11 @@ async function runMany(
     ...(processSet ? { processSet } : {}),
     ...(spec.compression === 'fp16' ? { compression: 'fp16' as const } : {}),
   };
+  if (spec.grouped) {
+    const given = outs.every((o) => o !== undefined) ? { outs: outs as TypedArray[] } : {};
+    const grouped = await rr.groupedAllreduce(inputs as TypedArray[], { name: 'grads', ...given, ...scope });
+    return grouped[0] as TypedArray;
+  }
   const results = await Promise.all(
     inputs.map((input, i) =>
       rr.allreduce(input, outs[i] ? { name: `grad${i}`, out: outs[i], ...scope } : { name: `grad${i}`, ...scope }),
@@ -216,6 +221,7 @@ async function main(): Promise<void> {
       const gradients: BenchSpec = { ...spec, dtype: 'float32', compression: 'none', tensors: kStepTensors };
       step.push(await measure(rr, gradients, 'allreduce', kStepTensorBytes, set));
       step.push(await measure(rr, { ...gradients, tensors: 1 }, 'allreduce', kStepTensors * kStepTensorBytes, set));
+      step.push(await measure(rr, { ...gradients, grouped: true }, 'allreduce', kStepTensorBytes, set));
     }
     // The others wait for the members to finish, so that every rank's idle probe starts together.
     await rr.barrier();

@@ -54,9 +54,12 @@ export interface BenchSpec {
   sync: boolean;
   /** Allreduce only: submit this many named tensors of the row's size together per iteration (fusion). */
   tensors: number;
+  /** With tensors > 1: submit them as one groupedAllreduce instead of separate named calls. */
+  grouped?: boolean;
   /**
    * After the ops: a training step of kStepTensors named float32 gradients of kStepTensorBytes
-   * each, submitted together (fused), and one allreduce of all their bytes, one after the other.
+   * each, submitted together (fused), one allreduce of all their bytes, and the same gradients as
+   * one groupedAllreduce, one after the other.
    */
   step: boolean;
   /** Option 'compression' of allreduce, allgather and reducescatter ('fp16': float32 sent as halves). */
@@ -100,7 +103,7 @@ export interface BenchReport {
   /** False for a rank outside the measured process set: it has no rows (unset: a member). */
   member?: boolean;
   rows: BenchRow[];
-  /** With BenchSpec.step: the fused step's row, then the single allreduce's. */
+  /** With BenchSpec.step: the fused step's row, the single allreduce's, then the grouped step's. */
   step?: BenchRow[];
   /** CPU time this rank's process used while idle for one second, starting 2 s after the runs. */
   idleCpuMs: number;
