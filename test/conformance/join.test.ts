@@ -103,11 +103,21 @@ const gatherRows = (rank: number, step: number) =>
  */
 async function step(rr: RingReduce, s: number, contributors: readonly number[]): Promise<void> {
   const rank = rr.rank();
-  const names = shuffled([...kTensors.map((t) => t.name), 'gather', 'barrier'], 1 + rank * 7 + s * 131);
+  const names = shuffled([...kTensors.map((t) => t.name), 'gather', 'barrier', 'grouped'], 1 + rank * 7 + s * 131);
   const where = `rank ${rank}, step ${s}, contributors [${contributors.join(', ')}]`;
   await Promise.all(
     names.map(async (name) => {
       if (name === 'barrier') return rr.barrier({ name });
+      if (name === 'grouped') {
+        // A named group: cached after its first step, so later steps meet joined ranks through the cache.
+        const [a, b] = await rr.groupedAllreduce([new Float32Array(3).fill(rank + s), new Int32Array(2).fill(rank + 1)], {
+          name,
+        });
+        const sumOf = (f: (r: number) => number) => contributors.reduce((acc, r) => acc + f(r), 0);
+        assertClose(a as Float32Array, new Array(3).fill(sumOf((r) => r + s)), `grouped member 0, ${where}`);
+        assertClose(b as Int32Array, new Array(2).fill(sumOf((r) => r + 1)), `grouped member 1, ${where}`);
+        return;
+      }
       if (name === 'gather') {
         const out = await rr.allgather({ data: gatherRows(rank, s), shape: [rank + 1, 2] }, { name });
         const rows = contributors.reduce((a, r) => a + r + 1, 0);
