@@ -8,7 +8,7 @@
  * allocated most (with V8's inlining on, an inlined function's allocations count for its caller:
  * `node --no-turbo-inlining dist/bench/allocations.js` attributes them to their own functions).
  *
- *   node dist/bench/allocations.js [--tensors 100] [--bytes 4096] [--steps 1000] [--warmup 2000] [--top 20]
+ *   node dist/bench/allocations.js [--tensors 100] [--bytes 4096] [--steps 1000] [--warmup 2000] [--top 20] [--grouped]
  *   node bin/ringrun.js -np 2 node dist/bench/allocations.js --tensors 1 --bytes 4 --steps 20000 --warmup 10000
  *
  * Rank 0 prints.
@@ -30,6 +30,7 @@ const { values } = parseArgs({
     steps: { type: 'string', default: '1000' },
     warmup: { type: 'string', default: '2000' },
     top: { type: 'string', default: '20' },
+    grouped: { type: 'boolean', default: false },
   },
 });
 const tensors = Number(values.tensors);
@@ -54,7 +55,10 @@ const rr = await RingReduce.init();
 const inputs = Array.from({ length: tensors }, () => new Float32Array(elements).fill(1));
 const outs = Array.from({ length: tensors }, () => allocShared('float32', elements));
 const names = Array.from({ length: tensors }, (_, i) => `grad/${i}`);
-const step = () => Promise.all(inputs.map((x, i) => rr.allreduce(x, { name: names[i], out: outs[i] })));
+const grouped = values.grouped === true;
+const step = grouped
+  ? () => rr.groupedAllreduce(inputs, { name: 'grads', outs })
+  : () => Promise.all(inputs.map((x, i) => rr.allreduce(x, { name: names[i], out: outs[i] })));
 for (let i = 0; i < warmup; i++) await step();
 
 const session = new Session();
@@ -89,7 +93,7 @@ if (rank === 0) report();
 
 function report(): void {
   console.log(
-    `${tensors} named allreduces of ${elements * 4} B per step, ${size} rank${size > 1 ? 's' : ''}: ${(total / steps / 1024).toFixed(1)} KB allocated per step, ${(total / steps / tensors).toFixed(0)} B per call`,
+    `${tensors} named allreduces of ${elements * 4} B${grouped ? ' as one groupedAllreduce' : ''} per step, ${size} rank${size > 1 ? 's' : ''}: ${(total / steps / 1024).toFixed(1)} KB allocated per step, ${(total / steps / tensors).toFixed(0)} B per call`,
   );
   for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, top)) {
     console.log(`${(bytes / steps / tensors).toFixed(0).padStart(6)} B/call  ${site}`);

@@ -327,7 +327,10 @@ export class Calls {
     }
     if (again) for (const call of calls) (call.again as () => void)();
     try {
-      const completions = await Promise.all(calls.map((call) => this.engine.submit(call)));
+      const { engine } = this;
+      const completions = await (engine.submitAll
+        ? engine.submitAll(calls)
+        : Promise.all(calls.map((call) => engine.submit(call))));
       return completions.map((completion, i) => (calls[i] as Prepared).finish(completion));
     } finally {
       for (const call of calls) {

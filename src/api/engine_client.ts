@@ -69,6 +69,11 @@ export interface EngineLink {
   submit(call: Call): Promise<Completion>;
   /** Submits a call and blocks this thread until it settles. */
   submitSync(call: Call): Completion;
+  /**
+   * Submits several calls in one go (a grouped call's members); settles with their completions in
+   * order once all have completed, or with the first failure. Unset: submit each.
+   */
+  submitAll?(calls: readonly Call[]): Promise<Completion[]>;
   shutdown(): Promise<void>;
   /** The backend the engine connected with (unset for engines of tests, in this thread). */
   readonly backend?: BackendName;
@@ -83,6 +88,37 @@ interface PendingCall {
   reject: (error: Error) => void;
   /** The engine is done with the call's memory (it settled it, or it is gone). */
   released?: () => void;
+}
+
+/** The calls of one submitAll: settled together, in order, or with the first failure. */
+class PendingGroup {
+  private readonly completions: Completion[];
+  private left: number;
+  private failure: Error | undefined;
+  private resolve: ((completions: Completion[]) => void) | undefined;
+  private reject: ((error: Error) => void) | undefined;
+
+  constructor(size: number) {
+    this.completions = new Array<Completion>(size);
+    this.left = size;
+  }
+
+  /** The promise's functions, once the calls are submitted (none can have settled before). */
+  settleWith(resolve: (completions: Completion[]) => void, reject: (error: Error) => void): void {
+    this.resolve = resolve;
+    this.reject = reject;
+  }
+
+  done(index: number, completion: Completion): void {
+    this.completions[index] = completion;
+    if (--this.left === 0 && this.failure === undefined) this.resolve?.(this.completions);
+  }
+
+  readonly fail = (error: Error): void => {
+    if (this.failure !== undefined) return;
+    this.failure = error;
+    this.reject?.(error);
+  };
 }
 
 export class EngineClient implements EngineLink {
@@ -170,6 +206,27 @@ export class EngineClient implements EngineLink {
     this.pending.set(this.submittingId, released ? { resolve, reject, released } : { resolve, reject });
     this.updateRefs();
   };
+
+  /**
+   * Submits several calls in one go; one promise for all of them (a promise per member, gathered
+   * by Promise.all, would be allocated per member of every grouped call).
+   */
+  submitAll(calls: readonly Call[]): Promise<Completion[]> {
+    const group = new PendingGroup(calls.length);
+    try {
+      for (let index = 0; index < calls.length; index++) {
+        const call = calls[index] as Call;
+        const id = this.postOrRelease(call, false);
+        const released = call.released;
+        const resolve = (completion: Completion) => group.done(index, completion);
+        this.pending.set(id, released ? { resolve, reject: group.fail, released } : { resolve, reject: group.fail });
+      }
+    } finally {
+      // A refusal midway leaves the calls posted before it pending (they settle into a group nobody awaits).
+      this.updateRefs();
+    }
+    return new Promise<Completion[]>((resolve, reject) => group.settleWith(resolve, reject));
+  }
 
   /**
    * Submits a call and blocks this thread until it settles. Throws what `submit` would reject

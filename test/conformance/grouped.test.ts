@@ -8,11 +8,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ProcessSet, RingReduce } from '../../src/api/runtime.js';
-import { InvalidArgumentError, TimeoutError } from '../../src/core/errors.js';
+import { InvalidArgumentError, ShutdownError, TimeoutError } from '../../src/core/errors.js';
 import type { TypedArray } from '../../src/core/types.js';
 import { allreduceGroupMember, memoryEngineOf } from '../helpers/group_member.js';
 import { addSet, bounded, kWorldFactories, removeSet, sleep, withDeadline } from '../helpers/real_worlds.js';
-import { stopWorld } from '../helpers/world.js';
+import { startWorld, stopWorld } from '../helpers/world.js';
 
 const kSize = 4;
 const kStallTimeoutMs = 1500;
@@ -598,3 +598,29 @@ for (const factory of kWorldFactories) {
     );
   });
 }
+
+describe('a grouped call pending at shutdown (tcp, 2 ranks)', () => {
+  test(
+    'rejects with ShutdownError, its members released, after it ran cached once',
+    bounded(kTestMs, async () => {
+      const world = await startWorld(2);
+      try {
+        const outs = world.map(() => [new Float32Array(new SharedArrayBuffer(8)), new Int32Array(new SharedArrayBuffer(4))]);
+        const call = (rr: RingReduce, rank: number) =>
+          rr.groupedAllreduce([new Float32Array([rank, 1]), new Int32Array([rank])], { name: 'ends', outs: outs[rank] });
+        for (let it = 0; it < 2; it++) {
+          const results = await Promise.all(world.map((rr, rank) => call(rr, rank)));
+          for (const [a, b] of results) assert.deepEqual([...dataOf(a), ...dataOf(b)], [1, 2, 1]);
+        }
+        // Rank 1 never calls it again: rank 0's call waits, until the ranks shut down.
+        const pending = call(world[0] as RingReduce, 0);
+        await sleep(100);
+        const stopping = stopWorld(world);
+        await assert.rejects(pending, ShutdownError);
+        await stopping;
+      } finally {
+        await withDeadline(stopWorld(world), 10_000, 'shutdown');
+      }
+    }),
+  );
+});
