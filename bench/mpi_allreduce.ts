@@ -15,8 +15,9 @@
  *   transport  MpiTransport's native allreduce straight from one thread (no engine): the
  *              backend's own cost.
  * Every mode uses the C program's schedule (iterations = clamp(1 GiB / bytes, 5, 1000), capped
- * to ~0.5 s per size from a probe; warm-up = clamp(iterations / 10, 2, 100), and for ringreduce's
- * modes up to 4000 calls or 2 s, until V8 has optimized the path), and its latency:
+ * to ~0.5 s per size from a probe; warm-up = clamp(iterations / 10, 2, 100); ringreduce's modes
+ * warm up for up to 4000 calls or 2 s instead, until V8 has optimized the path, and size the
+ * schedule from the warm calls), and its latency:
  * the mean over ranks of each rank's mean time per call. ringreduce's modes reduce in place
  * (the C program reduces out of place, without an extra pass) over zeros, so the values stay
  * put; a last call with real values checks the result. Like the C program, every mode touches
@@ -119,6 +120,27 @@ async function transportCollective(): Promise<Collective> {
   };
 }
 
+/**
+ * JavaScript runs at its steady speed only once V8 has optimized it, after a few thousand calls,
+ * and a cold call costs several times a warm one, so the warm-up is not sized from a cold probe:
+ * it runs in chunks of at most 100 calls (64 MiB each at most) until kJsWarmupCalls calls or
+ * kJsWarmupBudgetS seconds, as rank 0 decides after each chunk (every rank must make the same
+ * calls). Returns the last chunk's seconds per tensor: the estimate the schedule is sized from,
+ * warm as the C program's probe is.
+ */
+async function warmUp(c: Collective, bufs: readonly Float32Array[]): Promise<number> {
+  const bytesPerCall = bufs.reduce((sum, buf) => sum + buf.byteLength, 0);
+  const chunk = Math.max(1, Math.min(100, Math.floor(2 ** 26 / bytesPerCall)));
+  const started = performance.now();
+  for (let calls = 0; ; ) {
+    const t = performance.now();
+    for (let i = 0; i < chunk; i++, calls += bufs.length) await c.allreduce(bufs);
+    const estimate = (performance.now() - t) / 1000 / (chunk * bufs.length);
+    const more = calls < kJsWarmupCalls && performance.now() - started < kJsWarmupBudgetS * 1000;
+    if ((await c.shareFromRoot(more ? 1 : 0)) === 0) return estimate;
+  }
+}
+
 async function rankMain(mode: Mode, sizes: number[]): Promise<void> {
   const c = mode === 'transport' ? await transportCollective() : await apiCollective();
   const perCall = mode === 'batch' ? kBatch : 1;
@@ -129,18 +151,10 @@ async function rankMain(mode: Mode, sizes: number[]): Promise<void> {
     // Touch every page before any timing, as the C program does: otherwise the probe times
     // first-touch page faults, and the schedule it picks has far fewer iterations than C's.
     for (const buf of bufs) buf.fill(0);
-    let estimate = 0;
-    for (let p = 0; p < 2; p++) {
-      const t = performance.now();
-      await c.allreduce(bufs);
-      estimate = (performance.now() - t) / 1000 / perCall;
-    }
+    const estimate = await warmUp(c, bufs);
     const shared = await c.shareFromRoot(estimate);
-    const { iters, warmup } = schedule(bytes, shared);
+    const { iters } = schedule(bytes, shared);
     const calls = Math.max(1, Math.ceil(iters / perCall));
-    // JavaScript runs at its steady speed only once V8 has optimized it, after a few thousand calls.
-    const jsWarmup = Math.max(warmup, Math.min(kJsWarmupCalls, Math.floor(kJsWarmupBudgetS / Math.max(shared, 1e-6))));
-    for (let i = 0; i < Math.ceil(jsWarmup / perCall); i++) await c.allreduce(bufs);
     await c.gather(0); // a barrier
     const t0 = performance.now();
     for (let i = 0; i < calls; i++) await c.allreduce(bufs);

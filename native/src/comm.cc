@@ -163,6 +163,7 @@ Napi::Function Comm::Define(Napi::Env env) {
                          InstanceMethod<&Comm::Recv>("recv"),
                          InstanceMethod<&Comm::SendControl>("sendControl"),
                          InstanceMethod<&Comm::Allreduce>("allreduce"),
+                         InstanceMethod<&Comm::AllreduceEach>("allreduceEach"),
                          InstanceMethod<&Comm::Allgatherv>("allgatherv"),
                          InstanceMethod<&Comm::Bcast>("bcast"),
                          InstanceMethod<&Comm::ReduceScatter>("reduceScatter"),
@@ -309,6 +310,39 @@ Napi::Value Comm::Allreduce(const Napi::CallbackInfo& info) {
   op->reduce = MpiOpOf(reduce, op->dtype);
   op->average = reduce == kAverage;
   return Submit(info.Env(), std::move(op), info[0]);
+}
+
+// (bufs, dtype, reduceOp): one or more typed arrays of the dtype's class, each reduced in place,
+// in order, in one hand-off to the progress thread (instead of packing them into one buffer).
+Napi::Value Comm::AllreduceEach(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsArray() || info[0].As<Napi::Array>().Length() == 0) {
+    throw Napi::TypeError::New(env, "bufs must be a non-empty array of typed arrays");
+  }
+  const Napi::Array bufs = info[0].As<Napi::Array>();
+  auto op = std::make_unique<Op>();
+  op->kind = OpKind::kAllreduce;
+  op->dtype = IntArg(info, 1, "dtype", 0, kDTypeCount - 1);
+  op->type = DatatypeOf(op->dtype);
+  const int reduce = ReduceArg(info, 2, op->dtype);
+  op->reduce = MpiOpOf(reduce, op->dtype);
+  op->average = reduce == kAverage;
+  // The buffers are pinned through a copy of the array: the caller's array may change.
+  Napi::Array keep = Napi::Array::New(env, bufs.Length());
+  for (uint32_t i = 0; i < bufs.Length(); i++) {
+    const Napi::Value buf = bufs.Get(i);
+    const View view = ViewOf(env, buf, "bufs[i]");
+    if (DTypeOfArray(view.type) != op->dtype) throw Napi::TypeError::New(env, "bufs[i] is not a typed array of that dtype");
+    const size_t count = view.bytes / BytesPerElement(op->dtype);
+    if (i == 0) {
+      op->data = view.data;
+      op->count = count;
+    } else {
+      op->more.emplace_back(view.data, count);
+    }
+    keep.Set(i, buf);
+  }
+  return Submit(env, std::move(op), keep);
 }
 
 Napi::Value Comm::Bcast(const Napi::CallbackInfo& info) {

@@ -24,6 +24,7 @@ class Comm : public Napi::ObjectWrap<Comm> {
   Napi::Value Recv(const Napi::CallbackInfo& info);
   Napi::Value SendControl(const Napi::CallbackInfo& info);
   Napi::Value Allreduce(const Napi::CallbackInfo& info);
+  Napi::Value AllreduceEach(const Napi::CallbackInfo& info);
   Napi::Value Allgatherv(const Napi::CallbackInfo& info);
   Napi::Value Bcast(const Napi::CallbackInfo& info);
   Napi::Value ReduceScatter(const Napi::CallbackInfo& info);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ringreduce {
@@ -43,6 +44,9 @@ struct Op {
   // alltoallv, gatherv, scatterv; null where this rank sends nothing).
   void* data = nullptr;
   size_t count = 0;  // elements of `type` (bytes for point-to-point)
+  // allreduce of several buffers in one hand-off (allreduceEach): every buffer after the first
+  // (`data`, `count`), each reduced in its own memory, in this order.
+  std::vector<std::pair<void*, size_t>> more;
   // The receive side of the collectives that have one (null where this rank receives nothing),
   // or MPI_IN_PLACE (the scatterv root whose output already is its block of the input).
   void* recv = nullptr;

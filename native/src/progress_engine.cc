@@ -226,12 +226,17 @@ void ProgressEngine::RunCollective(Op& op) {
   switch (op.kind) {
     case OpKind::kAllreduce: {
       const size_t chunk = std::max<size_t>(1, kReduceChunkBytes / elementSize);
-      for (size_t done = 0; done < op.count && rc == MPI_SUCCESS;) {
-        const size_t n = std::min(chunk, op.count - done);
-        rc = MPI_Allreduce(MPI_IN_PLACE, bytes + done * elementSize, static_cast<int>(n), op.type, op.reduce, comm);
-        done += n;
-      }
-      if (rc == MPI_SUCCESS && op.average) DivideInPlace(op.dtype, op.data, op.count, size_);
+      const auto reduceInPieces = [&](void* data, size_t count) {
+        auto* at = static_cast<char*>(data);
+        for (size_t done = 0; done < count && rc == MPI_SUCCESS;) {
+          const size_t n = std::min(chunk, count - done);
+          rc = MPI_Allreduce(MPI_IN_PLACE, at + done * elementSize, static_cast<int>(n), op.type, op.reduce, comm);
+          done += n;
+        }
+        if (rc == MPI_SUCCESS && op.average) DivideInPlace(op.dtype, data, count, size_);
+      };
+      reduceInPieces(op.data, op.count);
+      for (const auto& [data, count] : op.more) reduceInPieces(data, count);
       break;
     }
     case OpKind::kBcast:

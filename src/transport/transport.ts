@@ -94,6 +94,12 @@ export interface NativeCollectives {
   supports(op: NativeOp, dtype: WireDType, reduceOp?: ReduceOp): boolean;
   /** In place on `buf`. */
   allreduce(buf: TypedArray, reduceOp: ReduceOp): Promise<void>;
+  /**
+   * Each of `bufs` (one dtype, `supports('allreduce', dtype, reduceOp)`) in place, in order, as
+   * one submission: fusion without packing, for tensors large enough that copying them into one
+   * buffer and back costs more than a call each.
+   */
+  allreduceEach?(bufs: readonly TypedArray[], reduceOp: ReduceOp): Promise<void>;
   /** `out` holds every rank's block (counts[r] elements); this rank's block is already in place. */
   allgather(out: TypedArray, counts: readonly number[]): Promise<void>;
   /** In place on `buf`: the root's values reach every rank. */

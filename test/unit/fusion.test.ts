@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { DType } from '../../src/core/types.js';
 import { planFusion } from '../../src/engine/execution/fusion.js';
+import { splitByOwnMemory } from '../../src/engine/ops/allreduce.js';
 import { pack, unpack } from '../../src/engine/ops/packing.js';
 import type { Request, Response } from '../../src/engine/wire/messages.js';
 import { allreduceRequest, startEngines, stopEngines } from '../helpers/engines.js';
@@ -66,6 +67,19 @@ describe('planFusion', () => {
       parts.map((p) => [...p]),
       [[6, 5], [4], [3, 2, 1]],
     );
+  });
+
+  it('splitByOwnMemory: the large tensors in their own memory, in order; the small ones packed unless alone', () => {
+    const [s1, big1, s2, big2] = [new Float32Array(3), new Float32Array(16), new Float32Array(15), new Float64Array(9)];
+    const both = splitByOwnMemory([s1, big1, s2, big2], 64);
+    assert.deepEqual(both.packed, [s1, s2]);
+    assert.deepEqual(both.own, [big1, big2]);
+    // One small tensor needs no packing: it goes as it is, in its place.
+    const lone = splitByOwnMemory([big1, s1, big2], 64);
+    assert.deepEqual(lone.packed, []);
+    assert.deepEqual(lone.own, [big1, s1, big2]);
+    const none = splitByOwnMemory([s1, s2], 64);
+    assert.deepEqual(none, { packed: [s1, s2], own: [] });
   });
 });
 

@@ -103,21 +103,74 @@ async function allreduceBuffer(
   scale(buf, request.postscale);
 }
 
-/** Several tensors as one: packed into pooled memory, reduced once, copied back. */
+/**
+ * A tensor from this size up is reduced in its own memory when the backend takes several buffers
+ * in one submission (NativeCollectives.allreduceEach): copying it into the fusion buffer and back
+ * costs more than the call of its own it saves. Smaller ones are packed together.
+ */
+export const kOwnMemoryMinBytes = 64 * 1024;
+
+/**
+ * Several tensors as one: packed into pooled memory, reduced once, copied back; or, on a backend
+ * that reduces several buffers in one submission, the large ones each in their own memory and
+ * the small ones packed, all in one call.
+ */
 async function fusedAllreduce(ctx: ExecutionContext, request: AllreduceRequest, entries: readonly OpEntry<AllreduceRequest>[]) {
   const parts = entries.map((e) => e.buffer as TypedArray);
+  const { native } = ctx;
+  const each = native?.allreduceEach;
+  const op = request.reduceOp;
+  if (each && op !== 'adasum' && native.supports('allreduce', request.dtype, op)) {
+    const { packed, own } = splitByOwnMemory(parts, kOwnMemoryMinBytes);
+    if (own.length > 0) {
+      await withPacked(ctx, request, packed, async (fused) => {
+        const segments = fused ? [fused, ...own] : own;
+        for (const segment of segments) scale(segment, request.prescale);
+        const bytes = segments.reduce((n, segment) => n + segment.byteLength, 0);
+        await ctx.communicate(bytes, () => each.call(native, segments, op));
+        for (const segment of segments) scale(segment, request.postscale);
+      });
+      return;
+    }
+  }
+  await withPacked(ctx, request, parts, (fused) =>
+    allreduceBuffer(
+      ctx,
+      request,
+      fused as TypedArray,
+      parts.map((p) => p.length),
+    ),
+  );
+}
+
+/**
+ * The tensors reduced in their own memory (from `minBytes` up, in order), and those to pack; a
+ * lone small tensor needs no packing, so it goes with the others.
+ */
+export function splitByOwnMemory(
+  parts: readonly TypedArray[],
+  minBytes: number,
+): { packed: readonly TypedArray[]; own: readonly TypedArray[] } {
+  const small = parts.filter((p) => p.byteLength < minBytes);
+  if (small.length === 1) return { packed: [], own: parts };
+  return { packed: small, own: parts.filter((p) => p.byteLength >= minBytes) };
+}
+
+/** Runs `body` with `parts` packed into pooled memory (undefined when there are none), then copies the results back. */
+async function withPacked(
+  ctx: ExecutionContext,
+  request: AllreduceRequest,
+  parts: readonly TypedArray[],
+  body: (fused: TypedArray | undefined) => Promise<void>,
+): Promise<void> {
+  if (parts.length === 0) return body(undefined);
   const elements = parts.reduce((n, p) => n + p.length, 0);
   const buffer = ctx.pool.acquire(elements * bytesPerElement(request.dtype));
   try {
     const fused = new (constructorOf(request.dtype))(buffer, 0, elements);
     const detail = { tensors: parts.length, bytes: fused.byteLength };
     ctx.local('FUSION_COPY', detail, () => pack(parts, fused));
-    await allreduceBuffer(
-      ctx,
-      request,
-      fused,
-      parts.map((p) => p.length),
-    );
+    await body(fused);
     ctx.local('FUSION_COPY', detail, () => unpack(fused, parts));
   } finally {
     // allreduce settles only once nothing is in flight: the buffer is quiet here.

@@ -5,6 +5,7 @@
  * | collective    | MPI call                                                                 |
  * |---------------|--------------------------------------------------------------------------|
  * | allreduce     | MPI_Allreduce(MPI_IN_PLACE), in pieces of at most 2 MiB                  |
+ * | allreduceEach | the same for each of several buffers, in order, in one hand-off          |
  * | allgather     | MPI_Allgatherv(MPI_IN_PLACE)                                             |
  * | broadcast     | MPI_Bcast                                                                |
  * | reducescatter | MPI_Reduce_scatter, recvcounts = counts, in pieces of at most 2 MiB      |
@@ -75,12 +76,17 @@ function totalOf(counts: readonly number[]): number {
 }
 
 export class MpiCollectives implements NativeCollectives {
+  /** Absent when the addon predates it (built by an older version): the engine packs instead. */
+  readonly allreduceEach?: (bufs: readonly TypedArray[], reduceOp: ReduceOp) => Promise<void>;
+
   constructor(
     private readonly binding: MpiBinding,
     private readonly comm: NativeComm,
     private readonly world: MpiWorldInfo,
     private readonly ioTimeoutMs: number,
-  ) {}
+  ) {
+    if (typeof comm.allreduceEach === 'function') this.allreduceEach = (bufs, reduceOp) => this.reduceEach(bufs, reduceOp);
+  }
 
   supports(op: NativeOp, dtype: WireDType, reduceOp?: ReduceOp): boolean {
     if (typeof this.comm[kCommMethod[op]] !== 'function') return false;
@@ -98,6 +104,20 @@ export class MpiCollectives implements NativeCollectives {
     return this.run(`allreduce (${reduceOp}) of ${buf.length} ${dtype}`, buf.byteLength, () => {
       this.checkReduceOp('allreduce', dtype, reduceOp);
       return this.comm.allreduce(buf, kDTypeCodes.indexOf(dtype), kReduceOpCodes.indexOf(reduceOp));
+    });
+  }
+
+  private reduceEach(bufs: readonly TypedArray[], reduceOp: ReduceOp): Promise<void> {
+    const first = bufs[0];
+    if (first === undefined) return Promise.resolve();
+    const dtype = dtypeOfArray(first);
+    const bytes = bufs.reduce((n, buf) => n + buf.byteLength, 0);
+    return this.run(`allreduce (${reduceOp}) of ${bufs.length} ${dtype} tensors`, bytes, () => {
+      this.checkReduceOp('allreduce', dtype, reduceOp);
+      if (bufs.some((buf) => callerDTypeOf(buf) !== dtype)) {
+        throw new InvalidArgumentError(`allreduceEach: every tensor must be ${dtype}`);
+      }
+      return this.method('allreduceEach')(bufs, kDTypeCodes.indexOf(dtype), kReduceOpCodes.indexOf(reduceOp));
     });
   }
 
@@ -193,7 +213,7 @@ export class MpiCollectives implements NativeCollectives {
   }
 
   /** A Comm method this build has (the addon has them all; supports() says no for a missing one). */
-  private method<K extends 'reduceScatter' | 'alltoallv' | 'reduce' | 'gatherv' | 'scatterv'>(
+  private method<K extends 'allreduceEach' | 'reduceScatter' | 'alltoallv' | 'reduce' | 'gatherv' | 'scatterv'>(
     name: K,
   ): NonNullable<NativeComm[K]> {
     const fn = this.comm[name];

@@ -68,6 +68,8 @@ export interface NativeComm {
   sendControl(peer: number, payload: Uint8Array): Promise<void>;
   /** MPI_Allreduce in place; 'average' (floats only) is MPI_SUM then a division by the size. */
   allreduce(buf: TypedArray, dtype: number, reduceOp: number): Promise<void>;
+  /** allreduce of each of `bufs` (all of the dtype) in its own memory, in order, in one hand-off. */
+  allreduceEach?(bufs: readonly TypedArray[], dtype: number, reduceOp: number): Promise<void>;
   /** MPI_Allgatherv in place: rank r's `counts[r]` elements at the sum of the counts before it. */
   allgatherv(buf: TypedArray, dtype: number, counts: readonly number[]): Promise<void>;
   /** MPI_Bcast from `root`. */

@@ -193,6 +193,45 @@ const scaled: ConformanceCase = {
   },
 };
 
+/**
+ * A burst of tensors from a few elements to past 64 KiB (kOwnMemoryMinBytes), submitted together
+ * so that they run fused: packed into one buffer, or, on a backend that reduces several buffers in
+ * one submission (the MPI addon's allreduceEach), the large ones each in their own memory and the
+ * small ones packed. Every result lands in its own tensor, in place or not, scaled or not.
+ */
+const fusedMixedSizes: ConformanceCase = {
+  name: 'allreduce, fused: a burst of small and large tensors (sum, average, max; scaled; in place), each result its own',
+  async run(rr, rank, size) {
+    const counts = [3, 40_000, 17, 16_384, 70_001, 16_383, 1];
+    const bursts: ReadonlyArray<{ dtype: DType; op: ReduceOp; scales?: { prescale: number; postscale: number } }> = [
+      { dtype: 'float32', op: 'sum' },
+      { dtype: 'float64', op: 'average' },
+      { dtype: 'int32', op: 'max' },
+      { dtype: 'float32', op: 'sum', scales: { prescale: 0.5, postscale: 3 } },
+    ];
+    for (const [b, { dtype, op, scales }] of bursts.entries()) {
+      await settleAll(
+        counts.map((count, i) => {
+          const name = `ar-fused/${b}/${dtype}/${op}/${count}`;
+          const inPlace = i % 2 === 1;
+          return part(name, async () => {
+            const reference = referenceInput(dtype, rank, count, op);
+            const mine = inPlace ? allocShared(dtype, count) : reference.slice();
+            if (inPlace) mine.set(reference as never);
+            const result = await rr.allreduce(mine, { name, op, ...(inPlace ? { out: mine } : {}), ...scales });
+            const expected = scales
+              ? referenceScaledAllreduce(dtype, op, count, size, scales.prescale, scales.postscale)
+              : referenceAllreduce(dtype, op, count, size);
+            checkArray(dtype, result, expected, name);
+            if (inPlace) check(result === mine, `${name}: in place`, 'the result is not the tensor itself');
+            else checkArray(dtype, mine, reference, `${name}: the input was modified`);
+          });
+        }),
+      );
+    }
+  },
+};
+
 const refused: ConformanceCase = {
   name: 'allreduce: argument errors at the call (bitwise ops on floats, scale factors on integers or not finite), no rank waits',
   async run(rr, rank, size) {
@@ -298,6 +337,7 @@ export const allreduceCases: readonly ConformanceCase[] = [
   repeated,
   resultKind,
   scaled,
+  fusedMixedSizes,
   refused,
   sync,
   syncNew,
