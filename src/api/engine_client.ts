@@ -140,6 +140,8 @@ export class EngineClient implements EngineLink {
   /** The second and later submissions of the current synchronous burst, posted together once it ends. */
   private burst: Submission[] = [];
   private inBurst = false;
+  /** The burst's first call waits for the burst's end too (see hand). */
+  private heldFirst = false;
   /** Calls of the current burst so far, ring calls included. */
   private burstCalls = 0;
   /** How many calls the last burst made (see post). */
@@ -209,10 +211,18 @@ export class EngineClient implements EngineLink {
 
   /**
    * Submits several calls in one go; one promise for all of them (a promise per member, gathered
-   * by Promise.all, would be allocated per member of every grouped call).
+   * by Promise.all, would be allocated per member of every grouped call). Outside a burst they
+   * reach the engine in one message once all are written, not the first at once and the rest
+   * after (see post): the engine wakes once for the group.
    */
   submitAll(calls: readonly Call[]): Promise<Completion[]> {
     const group = new PendingGroup(calls.length);
+    const ownBurst = !this.inBurst;
+    if (ownBurst) {
+      this.inBurst = true;
+      this.heldFirst = true;
+      this.burstCalls = 0;
+    }
     try {
       for (let index = 0; index < calls.length; index++) {
         const call = calls[index] as Call;
@@ -223,6 +233,7 @@ export class EngineClient implements EngineLink {
       }
     } finally {
       // A refusal midway leaves the calls posted before it pending (they settle into a group nobody awaits).
+      if (ownBurst) this.endBurst();
       this.updateRefs();
     }
     return new Promise<Completion[]>((resolve, reject) => group.settleWith(resolve, reject));
@@ -292,7 +303,9 @@ export class EngineClient implements EngineLink {
 
   /**
    * Hands a submission to the engine. The first call of a synchronous burst is posted at once
-   * (so a caller that then blocks its thread still has its collective running); the further
+   * (so a caller that then blocks its thread still has its collective running), unless the burst
+   * before it made several calls (a training loop's next step, see hand; a ...Sync call posts
+   * what is held before it blocks); the further
    * calls of the burst (a training step submitting its gradients in a loop) are posted together
    * at its end, in a microtask: the engine sees them together and reports them in one ready
    * round, fused, instead of a few at a time as separate messages trickle in (each postMessage
@@ -348,15 +361,24 @@ export class EngineClient implements EngineLink {
       afterThisTask(() => {
         if (burst === this.bursts) this.endBurst();
       });
-      this.thread.post(submission ? ({ type: 'enqueue', submissions: [submission] } satisfies ToEngine) : kRingWritten);
+      // After a burst of several calls, the first call of the next waits for the rest too: the
+      // engine then wakes once for the step instead of twice.
+      this.heldFirst = this.lastBurstCalls > 1;
+      if (!this.heldFirst) {
+        this.thread.post(submission ? ({ type: 'enqueue', submissions: [submission] } satisfies ToEngine) : kRingWritten);
+      } else if (submission) {
+        this.burst.push(submission);
+      }
     }
   }
 
   /** Posts the burst's queued submissions; the next call starts a new burst (and is posted at once). */
   private endBurst(): void {
-    if (this.inBurst) this.lastBurstCalls = this.burstCalls;
-    const more = this.inBurst && this.burstCalls > 1;
+    if (this.inBurst && this.burstCalls > 0) this.lastBurstCalls = this.burstCalls;
+    // Calls the engine has not been told of: those after the first, or all of them if it was held.
+    const more = this.inBurst && this.burstCalls > (this.heldFirst ? 0 : 1);
     this.inBurst = false;
+    this.heldFirst = false;
     this.bursts++;
     if (this.burst.length > 0) {
       const submissions = this.burst;
