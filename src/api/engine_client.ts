@@ -140,7 +140,7 @@ export class EngineClient implements EngineLink {
   /** The second and later submissions of the current synchronous burst, posted together once it ends. */
   private burst: Submission[] = [];
   private inBurst = false;
-  /** The burst's first call waits for the burst's end too (see hand). */
+  /** The burst's first call was not posted at once: submitAll's burst, posted whole at its end. */
   private heldFirst = false;
   /** Calls of the current burst so far, ring calls included. */
   private burstCalls = 0;
@@ -303,9 +303,7 @@ export class EngineClient implements EngineLink {
 
   /**
    * Hands a submission to the engine. The first call of a synchronous burst is posted at once
-   * (so a caller that then blocks its thread still has its collective running), unless the burst
-   * before it made several calls (a training loop's next step, see hand; a ...Sync call posts
-   * what is held before it blocks); the further
+   * (so a caller that then blocks its thread still has its collective running); the further
    * calls of the burst (a training step submitting its gradients in a loop) are posted together
    * at its end, in a microtask: the engine sees them together and reports them in one ready
    * round, fused, instead of a few at a time as separate messages trickle in (each postMessage
@@ -361,14 +359,7 @@ export class EngineClient implements EngineLink {
       afterThisTask(() => {
         if (burst === this.bursts) this.endBurst();
       });
-      // After a burst of several calls, the first call of the next waits for the rest too: the
-      // engine then wakes once for the step instead of twice.
-      this.heldFirst = this.lastBurstCalls > 1;
-      if (!this.heldFirst) {
-        this.thread.post(submission ? ({ type: 'enqueue', submissions: [submission] } satisfies ToEngine) : kRingWritten);
-      } else if (submission) {
-        this.burst.push(submission);
-      }
+      this.thread.post(submission ? ({ type: 'enqueue', submissions: [submission] } satisfies ToEngine) : kRingWritten);
     }
   }
 
