@@ -123,7 +123,7 @@ async function transportCollective(): Promise<Collective> {
 /**
  * JavaScript runs at its steady speed only once V8 has optimized it, after a few thousand calls,
  * and a cold call costs several times a warm one, so the warm-up is not sized from a cold probe:
- * it runs in chunks of at most 100 calls (64 MiB each at most) until kJsWarmupCalls calls or
+ * it runs in chunks of at most 100 calls (64 MiB each at most) until kJsWarmupCalls tensors or
  * kJsWarmupBudgetS seconds, as rank 0 decides after each chunk (every rank must make the same
  * calls). Returns the last chunk's seconds per tensor: the estimate the schedule is sized from,
  * warm as the C program's probe is.
@@ -132,11 +132,11 @@ async function warmUp(c: Collective, bufs: readonly Float32Array[]): Promise<num
   const bytesPerCall = bufs.reduce((sum, buf) => sum + buf.byteLength, 0);
   const chunk = Math.max(1, Math.min(100, Math.floor(2 ** 26 / bytesPerCall)));
   const started = performance.now();
-  for (let calls = 0; ; ) {
+  for (let tensors = 0; ; ) {
     const t = performance.now();
-    for (let i = 0; i < chunk; i++, calls += bufs.length) await c.allreduce(bufs);
+    for (let i = 0; i < chunk; i++, tensors += bufs.length) await c.allreduce(bufs);
     const estimate = (performance.now() - t) / 1000 / (chunk * bufs.length);
-    const more = calls < kJsWarmupCalls && performance.now() - started < kJsWarmupBudgetS * 1000;
+    const more = tensors < kJsWarmupCalls && performance.now() - started < kJsWarmupBudgetS * 1000;
     if ((await c.shareFromRoot(more ? 1 : 0)) === 0) return estimate;
   }
 }
