@@ -4,9 +4,14 @@
  * engine keeps them under, without a message. Only calls that can repeat are bound: named ones
  * on memory the caller keeps (option 'out', or in place), not fresh outputs or pooled input copies,
  * and not sends or recvs (their names never repeat).
+ *
+ * A grouped call whose members are all bound is bound too, by group name, to a slot of its own
+ * that stands for its members' slots in order: its next call is one entry of the ring, not one
+ * per member. It holds while every member's binding does.
  */
 import { isUnnamed } from '../core/collective_ops.js';
 import type { TypedArray } from '../core/types.js';
+import type { GroupBinding } from '../engine/threads/worker_protocol.js';
 import type { Request } from '../engine/wire/messages.js';
 import type { PeerRequest } from '../engine/wire/peer_request.js';
 
@@ -40,7 +45,51 @@ export class Bindings {
   /** Per process set (0: the world), by name, least recently used first. */
   private readonly bySet = new Map<number, Map<string, Binding>>();
   private count = 0;
+  /** Bound groups: per process set, by group name, least recently used first. */
+  private readonly groupsBySet = new Map<number, Map<string, GroupBinding>>();
+  private groupCount = 0;
   private nextSlot = 0;
+
+  /** The slot of a grouped call (its members in order) when the engine holds the group, else undefined. */
+  groupSlotOf(calls: readonly BindableCall[]): number | undefined {
+    const first = calls[0];
+    const group = (first?.request as Request | undefined)?.group;
+    if (group === undefined) return undefined;
+    const binding = this.groupsBySet.get(first?.set ?? 0)?.get(group.name);
+    if (binding === undefined || binding.members.length !== calls.length) return undefined;
+    for (let index = 0; index < calls.length; index++) {
+      if (this.slotOf(calls[index] as BindableCall) !== binding.members[index]) return undefined;
+    }
+    return binding.slot;
+  }
+
+  /** Binds a grouped call whose members are all bound (slotOf) to a new slot; undefined when it cannot. */
+  bindGroup(calls: readonly BindableCall[]): GroupBinding | undefined {
+    const first = calls[0];
+    const group = (first?.request as Request | undefined)?.group;
+    if (group === undefined || group.size !== calls.length) return undefined;
+    const members: number[] = [];
+    for (const call of calls) {
+      const slot = this.slotOf(call);
+      if (slot === undefined) return undefined;
+      members.push(slot);
+    }
+    const set = first?.set ?? 0;
+    let names = this.groupsBySet.get(set);
+    if (!names) {
+      names = new Map();
+      this.groupsBySet.set(set, names);
+    }
+    const binding: GroupBinding = { slot: this.nextSlot++, members };
+    const previous = names.get(group.name);
+    names.delete(group.name);
+    names.set(group.name, binding);
+    if (previous) return { ...binding, drop: previous.slot };
+    if (++this.groupCount <= kMaxBindings) return binding;
+    const evicted = evictOldest(this.groupsBySet);
+    this.groupCount--;
+    return evicted === undefined ? binding : { ...binding, drop: evicted.slot };
+  }
 
   /** The slot of `call` when the engine holds exactly this submission, else undefined. */
   slotOf(call: BindableCall): number | undefined {
@@ -72,20 +121,20 @@ export class Bindings {
     names.set(request.name, { slot, request, buffer: call.buffer, output: call.output });
     if (previous) return { slot, drop: previous.slot };
     if (++this.count <= kMaxBindings) return { slot };
-    return { slot, drop: this.evictOldest() };
+    this.count--;
+    return { slot, drop: evictOldest(this.bySet)?.slot };
   }
+}
 
-  /** Drops the least recently bound name's binding (of any set); returns its slot. */
-  private evictOldest(): number | undefined {
-    for (const names of this.bySet.values()) {
-      for (const [name, binding] of names) {
-        names.delete(name);
-        this.count--;
-        return binding.slot;
-      }
+/** Drops the least recently bound name's binding (of any set); returns it. */
+function evictOldest<B>(bySet: Map<number, Map<string, B>>): B | undefined {
+  for (const names of bySet.values()) {
+    for (const [name, binding] of names) {
+      names.delete(name);
+      return binding;
     }
-    return undefined;
   }
+  return undefined;
 }
 
 function isPeer(request: Request | PeerRequest): request is PeerRequest {

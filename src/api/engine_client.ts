@@ -9,7 +9,8 @@
  *
  * A call that repeats the last call of its name on the same memory (a training loop's steady
  * state) travels through shared memory instead (engine/threads/hand_off.ts): its slot and id in a ring,
- * and its completion back the same way (bindings.ts says which calls).
+ * and its completion back the same way (bindings.ts says which calls). A grouped call that
+ * repeats is one entry of the ring, and one completion, whatever its number of members.
  *
  * The engine keeps the process alive only while a call is pending, so a script that forgets
  * shutdown() still exits.
@@ -23,8 +24,10 @@ import type { PeerRequest } from '../engine/execution/point_to_point.js';
 import { createStatsBuffer } from '../engine/reporting/stats.js';
 import { CallerRings, createHandOff } from '../engine/threads/hand_off.js';
 import {
+  type CallResult,
   type EngineInit,
   type FromEngine,
+  type GroupBinding,
   kSignalBurst,
   kSignalCompletions,
   type Submission,
@@ -39,10 +42,19 @@ import { waitForChange } from './spin_wait.js';
 /** Tells the engine that calls wait in the hand-off ring (one object: nothing allocated per call). */
 const kRingWritten: ToEngine = Object.freeze({ type: 'ring' });
 
-export interface Completion {
-  output?: TypedArray;
-  shape?: number[];
-  counts?: number[];
+export interface Completion extends CallResult {
+  /** A group call's member results (group_calls.ts), when one has any. */
+  members?: (CallResult | undefined)[];
+}
+
+/** A member's completion that hands back nothing (its result is in the caller's memory). */
+const kPlainCompletion: Completion = Object.freeze({});
+
+/** The member completions of a group call's completion, in member order. */
+function memberCompletions(completion: Completion, size: number): Completion[] {
+  const completions = new Array<Completion>(size);
+  for (let index = 0; index < size; index++) completions[index] = completion.members?.[index] ?? kPlainCompletion;
+  return completions;
 }
 
 /** One collective handed to the engine (the submission of worker_protocol.ts, before it has an id). */
@@ -139,6 +151,8 @@ export class EngineClient implements EngineLink {
   private connectedWith: BackendName | undefined;
   /** The second and later submissions of the current synchronous burst, posted together once it ends. */
   private burst: Submission[] = [];
+  /** Groups bound in the current burst, posted with its submissions. */
+  private burstGroups: GroupBinding[] = [];
   private inBurst = false;
   /** The burst's first call was not posted at once: submitAll's burst, posted whole at its end. */
   private heldFirst = false;
@@ -216,7 +230,6 @@ export class EngineClient implements EngineLink {
    * after (see post): the engine wakes once for the group.
    */
   submitAll(calls: readonly Call[]): Promise<Completion[]> {
-    const group = new PendingGroup(calls.length);
     const ownBurst = !this.inBurst;
     if (ownBurst) {
       this.inBurst = true;
@@ -224,18 +237,46 @@ export class EngineClient implements EngineLink {
       this.burstCalls = 0;
     }
     try {
-      for (let index = 0; index < calls.length; index++) {
-        const call = calls[index] as Call;
-        const id = this.postOrRelease(call, false);
-        const released = call.released;
-        const resolve = (completion: Completion) => group.done(index, completion);
-        this.pending.set(id, released ? { resolve, reject: group.fail, released } : { resolve, reject: group.fail });
-      }
+      return this.submitGroupCall(calls) ?? this.submitMembers(calls);
     } finally {
-      // A refusal midway leaves the calls posted before it pending (they settle into a group nobody awaits).
       if (ownBurst) this.endBurst();
       this.updateRefs();
     }
+  }
+
+  /** A bound group's call as one entry of the ring (bindings.ts); undefined when the group is not bound or the ring is full. */
+  private submitGroupCall(calls: readonly Call[]): Promise<Completion[]> | undefined {
+    const slot = this.bindings.groupSlotOf(calls);
+    if (slot === undefined) return undefined;
+    if (this.closed) {
+      const { request } = calls[0] as Call;
+      throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
+    }
+    const size = calls.length;
+    // The group's id, and below it its members' (group_calls.ts), all inside the negative int32s.
+    const id = this.nextRingId - size < -0x8000_0000 ? -1 : this.nextRingId;
+    if (!this.rings.submit(slot, id, false)) return undefined;
+    this.nextRingId = id - size === -0x8000_0000 ? -1 : id - size - 1;
+    this.ringPending++;
+    this.hand(undefined);
+    return new Promise<Completion[]>((resolve, reject) => {
+      this.pending.set(id, { resolve: (completion) => resolve(memberCompletions(completion, size)), reject });
+    });
+  }
+
+  /** A group's members as calls of their own; the group is bound once all of them are. */
+  private submitMembers(calls: readonly Call[]): Promise<Completion[]> {
+    const group = new PendingGroup(calls.length);
+    // A refusal midway leaves the calls posted before it pending (they settle into a group nobody awaits).
+    for (let index = 0; index < calls.length; index++) {
+      const call = calls[index] as Call;
+      const id = this.postOrRelease(call, false);
+      const released = call.released;
+      const resolve = (completion: Completion) => group.done(index, completion);
+      this.pending.set(id, released ? { resolve, reject: group.fail, released } : { resolve, reject: group.fail });
+    }
+    const binding = this.bindings.bindGroup(calls);
+    if (binding !== undefined) this.burstGroups.push(binding);
     return new Promise<Completion[]>((resolve, reject) => group.settleWith(resolve, reject));
   }
 
@@ -371,11 +412,16 @@ export class EngineClient implements EngineLink {
     this.inBurst = false;
     this.heldFirst = false;
     this.bursts++;
-    if (this.burst.length > 0) {
+    if (this.burst.length > 0 || this.burstGroups.length > 0) {
       const submissions = this.burst;
       this.burst = [];
+      const message: ToEngine = { type: 'enqueue', submissions };
+      if (this.burstGroups.length > 0) {
+        message.groups = this.burstGroups;
+        this.burstGroups = [];
+      }
       // The engine takes the ring's calls of the burst with this message too.
-      this.thread.post({ type: 'enqueue', submissions } satisfies ToEngine);
+      this.thread.post(message);
     } else if (more) {
       this.thread.post(kRingWritten);
     }
@@ -425,7 +471,7 @@ export class EngineClient implements EngineLink {
         this.updateRefs();
         call.released?.();
         if (message.type === 'failed') call.reject(fromErrorRecord(message.error));
-        else call.resolve({ output: message.output, shape: message.shape, counts: message.counts });
+        else call.resolve(message);
         return;
       }
       case 'closed':

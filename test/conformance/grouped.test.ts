@@ -411,6 +411,52 @@ for (const factory of kWorldFactories) {
     );
 
     test(
+      'a bound group (outs, repeated: one ring entry per call with an engine thread) reduces each step, fails whole on a stall, binds anew',
+      bounded(kTestMs, async () => {
+        const kMembers = 12;
+        const inputs = world.map(() => Array.from({ length: kMembers }, (_, m) => new Float32Array(3 + (m % 4) * 700)));
+        const outputs = world.map((_, rank) =>
+          (inputs[rank] as Float32Array[]).map((x) => new Float32Array(new SharedArrayBuffer(x.byteLength))),
+        );
+        const call = (rank: number, it: number) => {
+          for (const [m, x] of (inputs[rank] as Float32Array[]).entries()) x.fill(rank * (m + 1) + it);
+          // The same options each step (a deadline included): a repeat is the very same request.
+          return (world[rank] as RingReduce).groupedAllreduce(inputs[rank] as Float32Array[], {
+            name: 'bound',
+            outs: outputs[rank] as Float32Array[],
+            timeoutMs: 400,
+          });
+        };
+        const run = async (it: number, what: string) => {
+          const results = await Promise.all(world.map((_, rank) => call(rank, it)));
+          for (const [rank, outs] of results.entries()) {
+            assert.deepEqual(outs, outputs[rank], `${what}: rank ${rank}'s results are its outs`);
+            for (const [m, out] of outs.entries()) {
+              const want = 6 * (m + 1) + 4 * it;
+              assert.ok(
+                out.every((v) => v === want),
+                `${what}: rank ${rank} member ${m}: ${out[0]} != ${want}`,
+              );
+            }
+          }
+        };
+        for (let it = 0; it < 5; it++) await run(it, `step ${it}`);
+        // Rank 3 does not call the bound group: the others fail with its deadline, naming rank 3, once each.
+        const stalled = await Promise.allSettled(world.slice(0, 3).map((_, rank) => call(rank, 5)));
+        for (const [rank, s] of stalled.entries()) {
+          assert.equal(s.status, 'rejected', `rank ${rank} should have timed out`);
+          const reason = (s as PromiseRejectedResult).reason as Error;
+          assert.ok(reason instanceof TimeoutError, `rank ${rank}: ${reason.name}: ${reason.message}`);
+          assert.match(reason.message, /ranks? 3 did not submit it/);
+        }
+        for (let it = 6; it < 8; it++) await run(it, `after the stall, step ${it}`);
+        // A member's output anew on every rank: the group binds again, and repeats as before.
+        for (const outs of outputs) outs[5] = new Float32Array(new SharedArrayBuffer(outs[5]?.byteLength ?? 0));
+        for (let it = 8; it < 11; it++) await run(it, `member 5 anew, step ${it}`);
+      }),
+    );
+
+    test(
       'atomic: a member missing on one rank holds the whole group back until it arrives',
       bounded(kTestMs, async () => {
         for (let it = 0; it < 2; it++) {

@@ -14,12 +14,15 @@ import type { Platform } from '../../src/platform/platform.js';
 describe('EngineClient: messages to the engine per burst', () => {
   let rr: RingReduce;
   let posts = 0;
+  /** The hand-off rings' words (engine/threads/hand_off.ts): word 0 counts the calls written to the ring. */
+  let ring: Int32Array;
 
   before(async () => {
     // The real platform, its engine thread's post counted.
     const counting: Platform = Object.create(platform, {
       startEngine: {
         value: (...args: Parameters<Platform['startEngine']>) => {
+          ring = new Int32Array(args[0].handOff);
           const thread = platform.startEngine(...args);
           const post = thread.post.bind(thread);
           thread.post = (message) => {
@@ -55,6 +58,28 @@ describe('EngineClient: messages to the engine per burst', () => {
         tensors.map((t) => [...t]),
       );
     }
+  });
+
+  it('a repeated grouped call is one entry of the hand-off ring; a member on other memory binds the group anew', async () => {
+    const inputs = tensors.map((t) => t.slice());
+    const outs = tensors.map(() => new Float32Array(new SharedArrayBuffer(8)));
+    const step = async (value: number) => {
+      for (const input of inputs) input.fill(value);
+      const before = { posts, entries: Atomics.load(ring, 0) };
+      const result = await rr.groupedAllreduce(inputs, { name: 'bound-group', outs });
+      assert.deepEqual(
+        result.map((r) => [...r]),
+        inputs.map(() => [value, value]),
+        `step ${value}`,
+      );
+      assert.deepEqual(result, outs, `step ${value}: the results are the outs`);
+      return { messages: posts - before.posts, entries: Atomics.load(ring, 0) - before.entries };
+    };
+    assert.deepEqual(await step(1), { messages: 1, entries: 0 }, 'the first call: the members as a message');
+    for (let value = 2; value < 5; value++) assert.deepEqual(await step(value), { messages: 1, entries: 1 }, `step ${value}`);
+    outs[3] = new Float32Array(new SharedArrayBuffer(8));
+    assert.deepEqual(await step(5), { messages: 1, entries: 9 }, 'member 3 anew: the others through the ring one by one');
+    for (let value = 6; value < 8; value++) assert.deepEqual(await step(value), { messages: 1, entries: 1 }, `step ${value}`);
   });
 
   it('a grouped call of one tensor is one message, posted before the call returns, cached or not', async () => {

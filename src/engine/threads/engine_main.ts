@@ -24,11 +24,13 @@ import { BurstGate } from '../ready/burst_gate.js';
 import { StatsWriter } from '../reporting/stats.js';
 import { SettingsAgreement } from '../settings_agreement.js';
 import { exchangeTopology, type Topology } from '../topology.js';
+import { GroupCalls } from './group_calls.js';
 import { EngineRings, type RingCall } from './hand_off.js';
 import { type Settlement, SyncMailboxWriter } from './sync_mailbox.js';
 import {
   type EngineInit,
   type FromEngine,
+  type GroupBinding,
   kSignalBurst,
   kSignalCompletions,
   type Submission,
@@ -101,6 +103,8 @@ class Settler {
   private newestSync = 0;
   private readonly mailbox: SyncMailboxWriter | undefined;
   private readonly flushSoon = () => this.flush();
+  /** Group calls of the ring: their members settle into one completion. */
+  readonly groups = new GroupCalls();
 
   constructor(
     private readonly host: EngineHost,
@@ -115,7 +119,9 @@ class Settler {
     if (this.mailbox) this.newestSync = id;
   }
 
-  post(message: FromEngine): void {
+  post(member: FromEngine): void {
+    const message = this.groups.settle(member);
+    if (message === undefined) return;
     if (this.mailbox && (message.type === 'done' || message.type === 'failed') && message.id === this.newestSync) {
       this.mailbox.write(message as Settlement);
       this.wrote = true;
@@ -159,7 +165,7 @@ class Settler {
 
 /** A completion that hands the caller nothing but itself (the result is in the caller's memory). */
 function isPlain(done: FromEngine & { type: 'done' }): boolean {
-  return done.output === undefined && done.shape === undefined && done.counts === undefined;
+  return done.output === undefined && done.shape === undefined && done.counts === undefined && done.members === undefined;
 }
 
 /**
@@ -222,9 +228,18 @@ export async function runEngine(host: EngineHost): Promise<void> {
   }
   /** Bound submissions by slot: later calls of each come through the ring (hand_off.ts). */
   const bound = new Map<number, Submission>();
+  /** Bound groups by slot: their members' submissions, in member order. */
+  const boundGroups = new Map<number, Submission[]>();
   const submit = (submission: Submission) => {
     if (submission.sync) settler.expectSync(submission.id);
     engine.enqueue(submission);
+  };
+  const bindGroup = ({ slot, members, drop }: GroupBinding) => {
+    if (drop !== undefined) boundGroups.delete(drop);
+    const submissions = members.map((member) => bound.get(member));
+    // The caller binds a group only after its members, in the same message or before.
+    if (submissions.includes(undefined)) throw new Error(`group slot ${slot} names a member slot that is not bound`);
+    boundGroups.set(slot, submissions as Submission[]);
   };
   const enqueue = (message: ToEngine & { type: 'enqueue' }) => {
     // First the ring calls written before this message was posted: a slot it drops may be theirs.
@@ -234,19 +249,30 @@ export async function runEngine(host: EngineHost): Promise<void> {
       if (submission.slot !== undefined) bound.set(submission.slot, submission);
       submit(submission);
     }
+    if (message.groups !== undefined) for (const group of message.groups) bindGroup(group);
     // A ring call of a slot bound by this message may be waiting for it.
     takeRing();
   };
-  /** A ring call: its bound submission again, under the call's id (one call per name is in flight). */
-  const takeRingCall = (call: RingCall): boolean => {
-    const submission = bound.get(call.slot);
-    if (submission === undefined) return false;
-    submission.id = call.id;
-    submission.sync = call.sync;
+  /** A bound submission again, under a new id (one call per name is in flight). */
+  const again = (submission: Submission, id: number, sync: boolean) => {
+    submission.id = id;
+    submission.sync = sync;
     // The timeline's marks of the previous call are not this one's.
     const entry = submission as Entry;
     if (entry.queuedUs !== undefined) entry.queuedUs = entry.reportedUs = entry.agreedUs = undefined;
     submit(submission);
+  };
+  /** A ring call: a bound submission again, or a bound group's members (under the ids below the group's). */
+  const takeRingCall = (call: RingCall): boolean => {
+    const submission = bound.get(call.slot);
+    if (submission !== undefined) {
+      again(submission, call.id, call.sync);
+      return true;
+    }
+    const members = boundGroups.get(call.slot);
+    if (members === undefined) return false;
+    settler.groups.start(call.id, members.length);
+    for (let index = 0; index < members.length; index++) again(members[index] as Submission, call.id - 1 - index, false);
     return true;
   };
   const takeRing = () => {

@@ -74,9 +74,35 @@ export interface Submission<R extends Request | PeerRequest = Request | PeerRequ
   drop?: number;
 }
 
-/** Caller → engine. Submissions made in one synchronous burst travel as one message. */
-/** 'ring': the caller wrote calls to the hand-off ring (hand_off.ts). */
-export type ToEngine = { type: 'enqueue'; submissions: Submission[] } | { type: 'ring' } | { type: 'shutdown' };
+/**
+ * The members of a grouped call, bound together: the caller's later calls of the whole group
+ * travel through the hand-off ring as one entry, the group's slot (hand_off.ts).
+ */
+export interface GroupBinding {
+  slot: number;
+  /** The members' slots, in member order (bound by the same message or before it). */
+  members: number[];
+  /** A group slot the caller no longer uses (the group name's previous binding, or one it evicted). */
+  drop?: number;
+}
+
+/**
+ * Caller → engine. Submissions made in one synchronous burst travel as one message, with the
+ * group bindings made in it (after the submissions that bind their members).
+ * 'ring': the caller wrote calls to the hand-off ring (hand_off.ts).
+ */
+export type ToEngine =
+  | { type: 'enqueue'; submissions: Submission[]; groups?: GroupBinding[] }
+  | { type: 'ring' }
+  | { type: 'shutdown' };
+
+/** What one call hands back beside its completion (unset fields: the result is in the caller's memory). */
+export interface CallResult {
+  output?: TypedArray;
+  shape?: number[];
+  /** Alltoall's received splits, join's last rank, the senders of a recv or batchSendRecv (point_to_point.ts). */
+  counts?: number[];
+}
 
 /**
  * Engine → caller; the port carries arrays of these (the completions of one engine turn), and an
@@ -85,8 +111,8 @@ export type ToEngine = { type: 'enqueue'; submissions: Submission[] } | { type: 
 export type FromEngine =
   | { type: 'ready'; backend: BackendName }
   | { type: 'init-failed'; error: ErrorRecord }
-  /** `counts`: alltoall's received splits, join's last rank, the senders of a recv or batchSendRecv (point_to_point.ts). */
-  | { type: 'done'; id: number; output?: TypedArray; shape?: number[]; counts?: number[] }
+  /** `members`: a group call's (hand_off.ts) member results, when one has any (CallResult). */
+  | ({ type: 'done'; id: number; members?: (CallResult | undefined)[] } & CallResult)
   | { type: 'failed'; id: number; error: ErrorRecord }
   | { type: 'closed' };
 

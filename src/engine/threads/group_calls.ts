@@ -1,0 +1,52 @@
+/**
+ * Grouped calls that came through the hand-off ring as one entry (hand_off.ts): the engine runs
+ * each member as a call of its own, under the ids the caller reserved below the group's (the
+ * group's id minus 1 + the member's index), and the caller hears once, when the last member has
+ * settled: with the members' results, or with the first member's failure.
+ */
+import type { CallResult, FromEngine } from './worker_protocol.js';
+
+interface GroupCall {
+  id: number;
+  size: number;
+  left: number;
+  failed: boolean;
+  /** The members' results, made at the first member that has one. */
+  results: (CallResult | undefined)[] | undefined;
+}
+
+export class GroupCalls {
+  /** The group calls in flight (a handful: a training step's), searched by their members' ids. */
+  private readonly active: GroupCall[] = [];
+
+  /** Group call `id` of `size` members has started: its members' ids are id - 1 down to id - size. */
+  start(id: number, size: number): void {
+    this.active.push({ id, size, left: size, failed: false, results: undefined });
+  }
+
+  /**
+   * What the caller is to be told of `message`: itself when it settles no member of a group call;
+   * else the group's completion once its last member settled, its failure at the first member
+   * that failed, and undefined meanwhile.
+   */
+  settle(message: FromEngine): FromEngine | undefined {
+    if (this.active.length === 0 || (message.type !== 'done' && message.type !== 'failed')) return message;
+    const { id } = message;
+    const index = this.active.findIndex((group) => id < group.id && id >= group.id - group.size);
+    if (index < 0) return message;
+    const group = this.active[index] as GroupCall;
+    if (--group.left === 0) this.active.splice(index, 1);
+    if (message.type === 'failed') {
+      if (group.failed) return undefined;
+      group.failed = true;
+      return { type: 'failed', id: group.id, error: message.error };
+    }
+    if (message.output !== undefined || message.shape !== undefined || message.counts !== undefined) {
+      group.results ??= new Array<CallResult | undefined>(group.size).fill(undefined);
+      const { output, shape, counts } = message;
+      group.results[group.id - 1 - id] = { output, shape, counts };
+    }
+    if (group.left > 0 || group.failed) return undefined;
+    return group.results === undefined ? { type: 'done', id: group.id } : { type: 'done', id: group.id, members: group.results };
+  }
+}
