@@ -10,7 +10,8 @@
  * and one consumer:
  *
  * - submissions (caller → engine): per call, its slot (negated, -1 - slot, for a ...Sync call)
- *   and its call id. The caller writes the entries of a burst and tells the engine with a
+ *   and its call id. A bound group's slot stands for its members' (bindings.ts): the engine runs
+ *   them under the ids below the call's and settles them as one (group_calls.ts). The caller writes the entries of a burst and tells the engine with a
  *   message of a few bytes ({ type: 'ring' }) at the burst's first call and at its end, as it
  *   posts submissions (burst_gate.ts); the engine drains the ring on it, and before it handles
  *   any submission message, so calls reach it in the caller's order.
