@@ -37,6 +37,7 @@ import type { Request } from '../engine/wire/messages.js';
 import type { EngineThread, Platform } from '../platform/platform.js';
 import type { BackendName } from '../transport/backends.js';
 import { Bindings } from './bindings.js';
+import { PendingCalls } from './pending_calls.js';
 import { waitForChange } from './spin_wait.js';
 
 /** Tells the engine that calls wait in the hand-off ring (one object: nothing allocated per call). */
@@ -134,7 +135,7 @@ class PendingGroup {
 }
 
 export class EngineClient implements EngineLink {
-  private readonly pending = new Map<number, PendingCall>();
+  private readonly pending = new PendingCalls<PendingCall>();
   /** The call submit() is making and its id, read by keepPending. */
   private submitting: Call | undefined;
   private submittingId = 0;
@@ -309,7 +310,7 @@ export class EngineClient implements EngineLink {
       if (result !== undefined) break;
       const left = deadline - performance.now();
       if (left <= 0 || this.closed) {
-        if (this.pending.delete(id) && id < 0) this.ringPending--;
+        if (this.pending.take(id) !== undefined && id < 0) this.ringPending--;
         throw this.closed
           ? new ShutdownError(`${request.op} '${request.name}': the engine stopped`)
           : new TimeoutError(`${request.op} '${request.name}' did not complete within ${this.syncTimeoutMs} ms`);
@@ -441,9 +442,8 @@ export class EngineClient implements EngineLink {
   }
 
   private readonly completeRingCall = (id: number): void => {
-    const call = this.pending.get(id);
+    const call = this.pending.take(id);
     if (!call) return;
-    this.pending.delete(id);
     this.ringPending--;
     this.updateRefs();
     call.resolve({});
@@ -464,9 +464,8 @@ export class EngineClient implements EngineLink {
         return;
       case 'done':
       case 'failed': {
-        const call = this.pending.get(message.id);
+        const call = this.pending.take(message.id);
         if (!call) return;
-        this.pending.delete(message.id);
         if (message.id < 0) this.ringPending--;
         this.updateRefs();
         call.released?.();
@@ -493,11 +492,10 @@ export class EngineClient implements EngineLink {
 
   private rejectAll(error: Error): void {
     // The engine has stopped (it said so, or its thread is gone): it uses no buffer any more.
-    for (const call of this.pending.values()) {
+    for (const call of this.pending.takeAll()) {
       call.released?.();
       call.reject(error);
     }
-    this.pending.clear();
     this.ringPending = 0;
     this.updateRefs();
   }
