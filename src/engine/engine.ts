@@ -133,6 +133,8 @@ export class Engine {
   /** rr.stats(): the counters this engine writes (stats.ts). */
   readonly stats: StatsWriter;
   private leaving = false;
+  /** enqueueAll is submitting: the transport hears of the activity once, at its end. */
+  private quiet = false;
 
   constructor(
     private readonly config: Config,
@@ -177,8 +179,26 @@ export class Engine {
    * is its queue entry: the engine stamps it and keeps it until it settles.
    */
   enqueue(submission: Submission): void {
-    const { id, request } = submission;
+    this.accept(submission, performance.now());
+  }
+
+  /**
+   * Submits the members of a grouped call at once (engine_main.ts: a bound group's call), as
+   * enqueue() each, with the time of submission taken once and the transport told once.
+   */
+  enqueueAll(submissions: readonly Submission[]): void {
     const submittedMs = performance.now();
+    this.quiet = true;
+    try {
+      for (const submission of submissions) this.accept(submission, submittedMs);
+    } finally {
+      this.quiet = false;
+      this.updateActivity();
+    }
+  }
+
+  private accept(submission: Submission, submittedMs: number): void {
+    const { id, request } = submission;
     if (this.failure || this.closing) {
       this.stats.submitted(this.unsettled.size);
       this.post({ type: 'failed', id, error: toErrorRecord(this.failure ?? new ShutdownError('ringreduce is shutting down')) });
@@ -396,7 +416,7 @@ export class Engine {
 
   /** Peers are watched (heartbeats, silence detection) only while something is pending: an idle job sleeps. */
   private updateActivity(): void {
-    this.transport.setActive?.(this.unsettled.size > 0 || this.leaving);
+    if (!this.quiet) this.transport.setActive?.(this.unsettled.size > 0 || this.leaving);
   }
 
   /** Sends a control message to rank `peer` (a job rank); a peer known to have failed gets nothing. */

@@ -260,19 +260,20 @@ export async function runEngine(host: EngineHost): Promise<void> {
     // The timeline's marks of the previous call are not this one's.
     const entry = submission as Entry;
     if (entry.queuedUs !== undefined) entry.queuedUs = entry.reportedUs = entry.agreedUs = undefined;
-    submit(submission);
   };
   /** A ring call: a bound submission again, or a bound group's members (under the ids below the group's). */
   const takeRingCall = (call: RingCall): boolean => {
     const submission = bound.get(call.slot);
     if (submission !== undefined) {
       again(submission, call.id, call.sync);
+      submit(submission);
       return true;
     }
     const members = boundGroups.get(call.slot);
     if (members === undefined) return false;
     settler.groups.start(call.id, members.length);
     for (let index = 0; index < members.length; index++) again(members[index] as Submission, call.id - 1 - index, false);
+    engine.enqueueAll(members);
     return true;
   };
   const takeRing = () => {

@@ -15,6 +15,10 @@ interface GroupCall {
   results: (CallResult | undefined)[] | undefined;
 }
 
+function isMemberOf(id: number, group: GroupCall): boolean {
+  return id < group.id && id >= group.id - group.size;
+}
+
 export class GroupCalls {
   /** The group calls in flight (a handful: a training step's), searched by their members' ids. */
   private readonly active: GroupCall[] = [];
@@ -32,8 +36,9 @@ export class GroupCalls {
   settle(message: FromEngine): FromEngine | undefined {
     if (this.active.length === 0 || (message.type !== 'done' && message.type !== 'failed')) return message;
     const { id } = message;
-    const index = this.active.findIndex((group) => id < group.id && id >= group.id - group.size);
-    if (index < 0) return message;
+    let index = 0;
+    while (index < this.active.length && !isMemberOf(id, this.active[index] as GroupCall)) index++;
+    if (index === this.active.length) return message;
     const group = this.active[index] as GroupCall;
     if (--group.left === 0) this.active.splice(index, 1);
     if (message.type === 'failed') {
