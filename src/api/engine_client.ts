@@ -16,6 +16,7 @@
  * shutdown() still exits.
  */
 import { agreedConfigText } from '../core/agreed_settings.js';
+import { CallTable } from '../core/call_table.js';
 import type { Config } from '../core/config.js';
 import { fromErrorRecord, type RingReduceError, ShutdownError, TimeoutError } from '../core/errors.js';
 import { afterThisTask } from '../core/soon.js';
@@ -37,7 +38,6 @@ import type { Request } from '../engine/wire/messages.js';
 import type { EngineThread, Platform } from '../platform/platform.js';
 import type { BackendName } from '../transport/backends.js';
 import { Bindings } from './bindings.js';
-import { PendingCalls } from './pending_calls.js';
 import { waitForChange } from './spin_wait.js';
 
 /** Tells the engine that calls wait in the hand-off ring (one object: nothing allocated per call). */
@@ -135,7 +135,7 @@ class PendingGroup {
 }
 
 export class EngineClient implements EngineLink {
-  private readonly pending = new PendingCalls<PendingCall>();
+  private readonly pending = new CallTable<PendingCall>();
   /** The call submit() is making and its id, read by keepPending. */
   private submitting: Call | undefined;
   private submittingId = 0;

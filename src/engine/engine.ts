@@ -17,6 +17,7 @@ import { hierarchyOf, uniformHostLayout } from '../algorithms/hierarchy.js';
 import { hubsOf } from '../algorithms/hubs.js';
 import { type KernelSelector, selectKernel } from '../algorithms/reduce.js';
 import { createWasmKernels } from '../algorithms/reduce_wasm.js';
+import { CallTable } from '../core/call_table.js';
 import type { Config } from '../core/config.js';
 import { asDType } from '../core/dtypes.js';
 import {
@@ -129,7 +130,7 @@ export class Engine {
   private readonly browsers: readonly boolean[] | undefined;
   private readonly costModel: Partial<CostModel> | undefined;
   /** Calls submitted and not yet settled, by id; while any are, the transport watches the peers. */
-  private readonly unsettled = new Map<number, Unsettled>();
+  private readonly unsettled = new CallTable<Unsettled>();
   /** rr.stats(): the counters this engine writes (stats.ts). */
   readonly stats: StatsWriter;
   private leaving = false;
@@ -270,7 +271,8 @@ export class Engine {
   pendingCalls(limit: number): { name: string; op: string; waitedMs: number }[] {
     const now = performance.now();
     const out: { name: string; op: string; waitedMs: number }[] = [];
-    for (const { request, submittedMs } of this.unsettled.values()) {
+    const oldestFirst = this.unsettled.values().sort((a, b) => a.submittedMs - b.submittedMs);
+    for (const { request, submittedMs } of oldestFirst) {
       if (out.length >= limit) break;
       out.push({ name: request.name, op: request.op, waitedMs: now - submittedMs });
     }
@@ -378,8 +380,7 @@ export class Engine {
   /** Settles a call on the caller's side. */
   private post(message: FromEngine): void {
     if ('id' in message) {
-      const call = this.unsettled.get(message.id);
-      this.unsettled.delete(message.id);
+      const call = this.unsettled.take(message.id);
       // Counted before the caller hears of it: a caller that awaited the call finds it counted.
       const code = call ? StatsWriter.codeOf(call.request.op) : -1;
       this.stats.settled(code, call?.buffer?.byteLength ?? 0, message.type === 'done', this.unsettled.size);
@@ -393,7 +394,7 @@ export class Engine {
     let calls = 0;
     let bytes = 0;
     for (const entry of entries) {
-      if (skip.has(entry) || !this.unsettled.delete(entry.id)) continue;
+      if (skip.has(entry) || this.unsettled.take(entry.id) === undefined) continue;
       calls++;
       bytes += entry.buffer?.byteLength ?? 0;
     }

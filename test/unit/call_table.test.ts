@@ -1,11 +1,11 @@
-/** PendingCalls (api/pending_calls.ts): the calls a caller waits on, by id, in slots and beside them. */
+/** CallTable (core/call_table.ts): calls in flight by id, in slots and beside them. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { PendingCalls } from '../../src/api/pending_calls.js';
+import { CallTable } from '../../src/core/call_table.js';
 
-describe('PendingCalls', () => {
+describe('CallTable', () => {
   it('takes each call once, by its id, message ids (up) and ring ids (down) alike', () => {
-    const pending = new PendingCalls<string>();
+    const pending = new CallTable<string>();
     for (let id = 1; id <= 100; id++) pending.set(id, `m${id}`);
     for (let id = -1; id >= -100; id--) pending.set(id, `r${id}`);
     assert.equal(pending.size, 200);
@@ -17,7 +17,7 @@ describe('PendingCalls', () => {
   });
 
   it('keeps ids that share a slot apart (more in flight than slots), and the extremes of int32', () => {
-    const pending = new PendingCalls<number>();
+    const pending = new CallTable<number>();
     // 4096 slots: ids 4096 apart share one.
     const ids = [7, 7 + 4096, 7 - 4096 * 3, -0x8000_0000, 0x7fff_ffff, -1];
     for (const id of ids) pending.set(id, id);
@@ -30,7 +30,7 @@ describe('PendingCalls', () => {
   });
 
   it('hands every call over once to takeAll, and is empty after', () => {
-    const pending = new PendingCalls<number>();
+    const pending = new CallTable<number>();
     const ids = Array.from({ length: 5000 }, (_, i) => (i % 2 === 0 ? i + 1 : -i));
     for (const id of ids) pending.set(id, id);
     pending.set(1 + 4096 * 5, 0);
@@ -42,5 +42,9 @@ describe('PendingCalls', () => {
     assert.equal(pending.size, 0);
     assert.equal(pending.take(1), undefined);
     assert.deepEqual(pending.takeAll(), []);
+    pending.set(3, 3);
+    pending.set(3 + 4096, 4);
+    assert.deepEqual(pending.values().sort(), [3, 4], 'values() leaves them in');
+    assert.equal(pending.size, 2);
   });
 });
