@@ -103,7 +103,11 @@ interface PendingCall {
   released?: () => void;
 }
 
-/** The calls of one submitAll: settled together, in order, or with the first failure. */
+/**
+ * The calls of one submitAll: settled together once every one has, in order, or with the first
+ * failure (not at it: the caller keeps the names in flight until the last member is out of the
+ * engine, which reuses a bound member's submission for the next call of its name).
+ */
 class PendingGroup {
   private readonly completions: Completion[];
   private left: number;
@@ -124,14 +128,19 @@ class PendingGroup {
 
   done(index: number, completion: Completion): void {
     this.completions[index] = completion;
-    if (--this.left === 0 && this.failure === undefined) this.resolve?.(this.completions);
+    this.settled();
   }
 
   readonly fail = (error: Error): void => {
-    if (this.failure !== undefined) return;
-    this.failure = error;
-    this.reject?.(error);
+    this.failure ??= error;
+    this.settled();
   };
+
+  private settled(): void {
+    if (--this.left > 0) return;
+    if (this.failure !== undefined) this.reject?.(this.failure);
+    else this.resolve?.(this.completions);
+  }
 }
 
 export class EngineClient implements EngineLink {

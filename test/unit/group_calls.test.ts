@@ -51,15 +51,15 @@ describe('GroupCalls', () => {
     });
   });
 
-  it("fails the group at its first member's failure, and absorbs the rest", () => {
+  it("fails the group with its first member's failure, once every member settled", () => {
     const groups = new GroupCalls();
     groups.start(-100, 3);
     assert.equal(groups.settle(done(-101)), undefined);
-    const first = groups.settle(failed(-103, 'first'));
-    assert.equal(first?.type, 'failed');
-    assert.equal(first?.type === 'failed' && first.id, -100);
-    assert.match(first?.type === 'failed' ? first.error.message : '', /first/);
-    assert.equal(groups.settle(failed(-102, 'second')), undefined);
+    assert.equal(groups.settle(failed(-103, 'first')), undefined, 'a member is still in the engine');
+    const message = groups.settle(failed(-102, 'second'));
+    assert.equal(message?.type, 'failed');
+    assert.equal(message?.type === 'failed' && message.id, -100);
+    assert.match(message?.type === 'failed' ? message.error.message : '', /first/);
     const later = done(-102);
     assert.equal(groups.settle(later), later, 'the group is gone once every member settled');
   });

@@ -2,15 +2,19 @@
  * Grouped calls that came through the hand-off ring as one entry (hand_off.ts): the engine runs
  * each member as a call of its own, under the ids the caller reserved below the group's (the
  * group's id minus 1 + the member's index), and the caller hears once, when the last member has
- * settled: with the members' results, or with the first member's failure.
+ * settled: with the members' results, or with the first member's failure. Not at that failure
+ * already: the caller keeps the members' names in flight until it hears, and a member still in
+ * the engine must not meet the next call of its name (the engine reuses its submission object).
  */
+import type { ErrorRecord } from '../../core/errors.js';
 import type { CallResult, FromEngine } from './worker_protocol.js';
 
 interface GroupCall {
   id: number;
   size: number;
   left: number;
-  failed: boolean;
+  /** The first member's failure. */
+  failure: ErrorRecord | undefined;
   /** The members' results, made at the first member that has one. */
   results: (CallResult | undefined)[] | undefined;
 }
@@ -25,13 +29,13 @@ export class GroupCalls {
 
   /** Group call `id` of `size` members has started: its members' ids are id - 1 down to id - size. */
   start(id: number, size: number): void {
-    this.active.push({ id, size, left: size, failed: false, results: undefined });
+    this.active.push({ id, size, left: size, failure: undefined, results: undefined });
   }
 
   /**
    * What the caller is to be told of `message`: itself when it settles no member of a group call;
-   * else the group's completion once its last member settled, its failure at the first member
-   * that failed, and undefined meanwhile.
+   * else, once the group's last member settled, the group's completion or its first member's
+   * failure, and undefined meanwhile.
    */
   settle(message: FromEngine): FromEngine | undefined {
     if (this.active.length === 0 || (message.type !== 'done' && message.type !== 'failed')) return message;
@@ -42,16 +46,14 @@ export class GroupCalls {
     const group = this.active[index] as GroupCall;
     if (--group.left === 0) this.active.splice(index, 1);
     if (message.type === 'failed') {
-      if (group.failed) return undefined;
-      group.failed = true;
-      return { type: 'failed', id: group.id, error: message.error };
-    }
-    if (message.output !== undefined || message.shape !== undefined || message.counts !== undefined) {
+      group.failure ??= message.error;
+    } else if (message.output !== undefined || message.shape !== undefined || message.counts !== undefined) {
       group.results ??= new Array<CallResult | undefined>(group.size).fill(undefined);
       const { output, shape, counts } = message;
       group.results[group.id - 1 - id] = { output, shape, counts };
     }
-    if (group.left > 0 || group.failed) return undefined;
+    if (group.left > 0) return undefined;
+    if (group.failure !== undefined) return { type: 'failed', id: group.id, error: group.failure };
     return group.results === undefined ? { type: 'done', id: group.id } : { type: 'done', id: group.id, members: group.results };
   }
 }
