@@ -52,10 +52,9 @@ export class Bindings {
 
   /** The slot of a grouped call (its members in order) when the engine holds the group, else undefined. */
   groupSlotOf(calls: readonly BindableCall[]): number | undefined {
-    const first = calls[0];
-    const group = (first?.request as Request | undefined)?.group;
+    const group = groupOf(calls);
     if (group === undefined) return undefined;
-    const binding = this.groupsBySet.get(first?.set ?? 0)?.get(group.name);
+    const binding = this.groupsBySet.get(group.set)?.get(group.name);
     if (binding === undefined || binding.members.length !== calls.length) return undefined;
     for (let index = 0; index < calls.length; index++) {
       if (this.slotOf(calls[index] as BindableCall) !== binding.members[index]) return undefined;
@@ -65,8 +64,7 @@ export class Bindings {
 
   /** Binds a grouped call whose members are all bound (slotOf) to a new slot; undefined when it cannot. */
   bindGroup(calls: readonly BindableCall[]): GroupBinding | undefined {
-    const first = calls[0];
-    const group = (first?.request as Request | undefined)?.group;
+    const group = groupOf(calls);
     if (group === undefined || group.size !== calls.length) return undefined;
     const members: number[] = [];
     for (const call of calls) {
@@ -74,11 +72,10 @@ export class Bindings {
       if (slot === undefined) return undefined;
       members.push(slot);
     }
-    const set = first?.set ?? 0;
-    let names = this.groupsBySet.get(set);
+    let names = this.groupsBySet.get(group.set);
     if (!names) {
       names = new Map();
-      this.groupsBySet.set(set, names);
+      this.groupsBySet.set(group.set, names);
     }
     const binding: GroupBinding = { slot: this.nextSlot++, members };
     const previous = names.get(group.name);
@@ -124,6 +121,13 @@ export class Bindings {
     this.count--;
     return { slot, drop: evictOldest(this.bySet)?.slot };
   }
+}
+
+/** The group tag of a grouped call's members and their process set (0: the world); undefined for calls of no group. */
+function groupOf(calls: readonly BindableCall[]): { name: string; size: number; set: number } | undefined {
+  const first = calls[0];
+  const group = (first?.request as Request | undefined)?.group;
+  return first && group && { name: group.name, size: group.size, set: first.set ?? 0 };
 }
 
 /** Drops the least recently bound name's binding (of any set); returns it. */

@@ -258,10 +258,7 @@ export class EngineClient implements EngineLink {
   private submitGroupCall(calls: readonly Call[]): Promise<Completion[]> | undefined {
     const slot = this.bindings.groupSlotOf(calls);
     if (slot === undefined) return undefined;
-    if (this.closed) {
-      const { request } = calls[0] as Call;
-      throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
-    }
+    this.refuseIfClosed((calls[0] as Call).request);
     const size = calls.length;
     // The group's id, and below it its members' (group_calls.ts), all inside the negative int32s.
     const id = this.nextRingId - size < -0x8000_0000 ? -1 : this.nextRingId;
@@ -342,6 +339,10 @@ export class EngineClient implements EngineLink {
     await this.thread.terminate();
   }
 
+  private refuseIfClosed(request: Call['request']): void {
+    if (this.closed) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
+  }
+
   /** post(), and a submission refused there never reached the engine: its memory is released at once. */
   private postOrRelease(call: Call, sync: boolean): number {
     try {
@@ -363,7 +364,7 @@ export class EngineClient implements EngineLink {
    */
   private post(call: Call, sync: boolean): number {
     const { request, buffer, output, fresh, set } = call;
-    if (this.closed) throw new ShutdownError(`${request.op} '${request.name}': ringreduce has been shut down`);
+    this.refuseIfClosed(request);
     const slot = this.bindings.slotOf(call);
     if (slot !== undefined) {
       const id = this.nextRingId;

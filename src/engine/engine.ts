@@ -134,8 +134,6 @@ export class Engine {
   /** rr.stats(): the counters this engine writes (stats.ts). */
   readonly stats: StatsWriter;
   private leaving = false;
-  /** enqueueAll is submitting: the transport hears of the activity once, at its end. */
-  private quiet = false;
 
   constructor(
     private readonly config: Config,
@@ -181,6 +179,7 @@ export class Engine {
    */
   enqueue(submission: Submission): void {
     this.accept(submission, performance.now());
+    this.updateActivity();
   }
 
   /**
@@ -189,15 +188,11 @@ export class Engine {
    */
   enqueueAll(submissions: readonly Submission[]): void {
     const submittedMs = performance.now();
-    this.quiet = true;
-    try {
-      for (const submission of submissions) this.accept(submission, submittedMs);
-    } finally {
-      this.quiet = false;
-      this.updateActivity();
-    }
+    for (const submission of submissions) this.accept(submission, submittedMs);
+    this.updateActivity();
   }
 
+  /** enqueue() without telling the transport of the activity (its callers do, once). */
   private accept(submission: Submission, submittedMs: number): void {
     const { id, request } = submission;
     if (this.failure || this.closing) {
@@ -220,7 +215,6 @@ export class Engine {
     entry.submittedMs = submittedMs;
     this.unsettled.set(id, entry as Entry & Unsettled);
     this.stats.submitted(this.unsettled.size);
-    this.updateActivity();
     const set = submission.set ?? 0;
     const engine = this.sets.get(set);
     if (!engine) {
@@ -417,7 +411,7 @@ export class Engine {
 
   /** Peers are watched (heartbeats, silence detection) only while something is pending: an idle job sleeps. */
   private updateActivity(): void {
-    if (!this.quiet) this.transport.setActive?.(this.unsettled.size > 0 || this.leaving);
+    this.transport.setActive?.(this.unsettled.size > 0 || this.leaving);
   }
 
   /** Sends a control message to rank `peer` (a job rank); a peer known to have failed gets nothing. */

@@ -31,6 +31,7 @@ import {
   type EngineInit,
   type FromEngine,
   type GroupBinding,
+  hasResult,
   kSignalBurst,
   kSignalCompletions,
   type Submission,
@@ -165,7 +166,7 @@ class Settler {
 
 /** A completion that hands the caller nothing but itself (the result is in the caller's memory). */
 function isPlain(done: FromEngine & { type: 'done' }): boolean {
-  return done.output === undefined && done.shape === undefined && done.counts === undefined && done.members === undefined;
+  return !hasResult(done) && done.members === undefined;
 }
 
 /**
@@ -253,8 +254,8 @@ export async function runEngine(host: EngineHost): Promise<void> {
     // A ring call of a slot bound by this message may be waiting for it.
     takeRing();
   };
-  /** A bound submission again, under a new id (one call per name is in flight). */
-  const again = (submission: Submission, id: number, sync: boolean) => {
+  /** Readies a bound submission for its next call, under a new id (one call per name is in flight). */
+  const restamp = (submission: Submission, id: number, sync: boolean) => {
     submission.id = id;
     submission.sync = sync;
     // The timeline's marks of the previous call are not this one's.
@@ -265,14 +266,14 @@ export async function runEngine(host: EngineHost): Promise<void> {
   const takeRingCall = (call: RingCall): boolean => {
     const submission = bound.get(call.slot);
     if (submission !== undefined) {
-      again(submission, call.id, call.sync);
+      restamp(submission, call.id, call.sync);
       submit(submission);
       return true;
     }
     const members = boundGroups.get(call.slot);
     if (members === undefined) return false;
     settler.groups.start(call.id, members.length);
-    for (let index = 0; index < members.length; index++) again(members[index] as Submission, call.id - 1 - index, false);
+    for (let index = 0; index < members.length; index++) restamp(members[index] as Submission, call.id - 1 - index, false);
     engine.enqueueAll(members);
     return true;
   };

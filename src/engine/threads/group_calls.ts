@@ -7,7 +7,7 @@
  * the engine must not meet the next call of its name (the engine reuses its submission object).
  */
 import type { ErrorRecord } from '../../core/errors.js';
-import type { CallResult, FromEngine } from './worker_protocol.js';
+import { type CallResult, type FromEngine, hasResult } from './worker_protocol.js';
 
 interface GroupCall {
   id: number;
@@ -47,7 +47,7 @@ export class GroupCalls {
     if (--group.left === 0) this.active.splice(index, 1);
     if (message.type === 'failed') {
       group.failure ??= message.error;
-    } else if (message.output !== undefined || message.shape !== undefined || message.counts !== undefined) {
+    } else if (hasResult(message)) {
       group.results ??= new Array<CallResult | undefined>(group.size).fill(undefined);
       const { output, shape, counts } = message;
       group.results[group.id - 1 - id] = { output, shape, counts };

@@ -104,6 +104,11 @@ export interface CallResult {
   counts?: number[];
 }
 
+/** Whether a call hands back anything beside its completion. */
+export function hasResult(result: CallResult): boolean {
+  return result.output !== undefined || result.shape !== undefined || result.counts !== undefined;
+}
+
 /**
  * Engine → caller; the port carries arrays of these (the completions of one engine turn), and an
  * empty array when the turn's completions are all in the hand-off ring (hand_off.ts).
