@@ -26,6 +26,8 @@ import {
 } from './spec.js';
 
 const kRoot = 0;
+/** Barriers spread through the warm-up (see measure). */
+const kWarmupParts = 4;
 /** The idle probe waits this long first (the collector's after-work), then measures one second. */
 const kIdleSettleMs = 2000;
 const kIdleProbeMs = 1000;
@@ -162,7 +164,13 @@ async function measure(
     many ? runMany(rr, spec, inputs, outs, processSet) : runOne(rr, spec, op, name, tensor, target, processSet);
   let out: TypedArray | null = null;
   const warmupStart = performance.now();
-  for (let i = 0; i < warmup; i++) out = await step();
+  // The barriers around the timed loop are calls of another kind, and V8 re-optimizes the call
+  // path after each of the first few it meets: the warm-up meets them too, between its parts.
+  for (let part = 0; part < kWarmupParts; part++) {
+    await rr.barrier(scope);
+    const end = Math.round((warmup * (part + 1)) / kWarmupParts);
+    for (let i = Math.round((warmup * part) / kWarmupParts); i < end; i++) out = await step();
+  }
   const warmupUs = warmup > 0 ? ((performance.now() - warmupStart) * 1000) / warmup : 0;
   await rr.barrier(scope);
   const times = new Float64Array(iterations);
