@@ -30,9 +30,7 @@ import {
   type FromEngine,
   type GroupBinding,
   kSignalBurst,
-  kSignalBytes,
   kSignalCompletions,
-  kSignalHoldUs,
   type Submission,
   type ToEngine,
 } from '../engine/threads/worker_protocol.js';
@@ -166,18 +164,12 @@ export class EngineClient implements EngineLink {
   /** Groups bound in the current burst, posted with its submissions. */
   private burstGroups: GroupBinding[] = [];
   private inBurst = false;
-  /** The burst's first call was not posted at once (submitAll's burst, or a repeat of a quick one: see post): it is posted whole at its end. */
+  /** The burst's first call was not posted at once: submitAll's burst, posted whole at its end. */
   private heldFirst = false;
   /** Calls of the current burst so far, ring calls included. */
   private burstCalls = 0;
   /** How many calls the last burst made (see post). */
   private lastBurstCalls = 1;
-  /** When the current burst's first call was made (performance.now()), and how long the last burst lasted from its first call to its end, in ms. */
-  private burstStartedAt = 0;
-  private lastBurstMs = Number.POSITIVE_INFINITY;
-  /** The ring slot of the current and of the last burst's first call (-1: not a ring call). */
-  private burstFirstSlot = -1;
-  private lastBurstFirstSlot = -1;
   /** Counts bursts, so that the microtask of a burst ended early (by a ...Sync call) does nothing. */
   private bursts = 0;
   private readonly thread: EngineThread;
@@ -213,7 +205,7 @@ export class EngineClient implements EngineLink {
     const init = {
       config,
       agreedSettings: agreedConfigText(config),
-      signal: new Int32Array(new SharedArrayBuffer(kSignalBytes)),
+      signal: new Int32Array(new SharedArrayBuffer(8)),
       stats: createStatsBuffer(),
       handOff: createHandOff(),
     };
@@ -253,8 +245,6 @@ export class EngineClient implements EngineLink {
       this.inBurst = true;
       this.heldFirst = true;
       this.burstCalls = 0;
-      this.burstStartedAt = performance.now();
-      this.burstFirstSlot = -1;
     }
     try {
       return this.submitGroupCall(calls) ?? this.submitMembers(calls);
@@ -371,11 +361,6 @@ export class EngineClient implements EngineLink {
    * round, fused, instead of a few at a time as separate messages trickle in (each postMessage
    * costs 4-10 us). While the burst lasts, a shared flag tells the engine that the rest is
    * coming, so it reports the first call together with them (engine/ready/burst_gate.ts).
-   * A burst that begins with the call that began the previous one, when that one made several
-   * calls and ended within the engine's hold of its first call (a training step's loop), keeps its
-   * first call with the rest: the engine would hold it about that long anyway, and waking it for
-   * the first call costs a thread wake-up more per step. A burst of another shape (a lone call
-   * and a computation after it) has its first call posted at once as before.
    */
   private post(call: Call, sync: boolean): number {
     const { request, buffer, output, fresh, set } = call;
@@ -387,7 +372,7 @@ export class EngineClient implements EngineLink {
         // Ids of ring calls cycle through the negative int32s: at most a ring's worth are in flight.
         this.nextRingId = id === -0x8000_0000 ? -1 : id - 1;
         this.ringPending++;
-        this.hand(undefined, slot);
+        this.hand(undefined);
         return id;
       }
     }
@@ -407,10 +392,10 @@ export class EngineClient implements EngineLink {
   }
 
   /**
-   * Hands the engine a submission (undefined: one written to the ring, into `slot`): the first
-   * of a burst at once, the rest when the burst ends (see post).
+   * Hands the engine a submission (undefined: one written to the ring): the first of a burst at
+   * once, the rest when the burst ends (see post).
    */
-  private hand(submission: Submission | undefined, slot = -1): void {
+  private hand(submission: Submission | undefined): void {
     if (this.inBurst) {
       if (this.burstCalls++ === 1) Atomics.store(this.signal, kSignalBurst, 1);
       if (submission) this.burst.push(submission);
@@ -422,37 +407,17 @@ export class EngineClient implements EngineLink {
       // second call, so a lone call never makes the engine wait for this thread's microtask.
       if (this.lastBurstCalls > 1) Atomics.store(this.signal, kSignalBurst, 1);
       this.burstCalls = 1;
-      this.burstStartedAt = performance.now();
-      this.burstFirstSlot = slot;
       const burst = ++this.bursts;
       afterThisTask(() => {
         if (burst === this.bursts) this.endBurst();
       });
-      if (this.repeatsQuickBurst(slot)) {
-        this.heldFirst = true;
-        return;
-      }
       this.thread.post(submission ? ({ type: 'enqueue', submissions: [submission] } satisfies ToEngine) : kRingWritten);
     }
   }
 
-  /** Whether a burst whose first call is the ring call in `slot` keeps that call with the rest (see post). */
-  private repeatsQuickBurst(slot: number): boolean {
-    return (
-      slot >= 0 &&
-      slot === this.lastBurstFirstSlot &&
-      this.lastBurstCalls > 1 &&
-      this.lastBurstMs * 1000 < Atomics.load(this.signal, kSignalHoldUs)
-    );
-  }
-
   /** Posts the burst's queued submissions; the next call starts a new burst (and is posted at once). */
   private endBurst(): void {
-    if (this.inBurst && this.burstCalls > 0) {
-      this.lastBurstCalls = this.burstCalls;
-      this.lastBurstMs = performance.now() - this.burstStartedAt;
-      this.lastBurstFirstSlot = this.burstFirstSlot;
-    }
+    if (this.inBurst && this.burstCalls > 0) this.lastBurstCalls = this.burstCalls;
     // Calls the engine has not been told of: those after the first, or all of them if it was held.
     const more = this.inBurst && this.burstCalls > (this.heldFirst ? 0 : 1);
     this.inBurst = false;

@@ -115,51 +115,6 @@ describe('EngineClient: messages to the engine per burst', () => {
     assert.deepEqual([...(await lone)], [2]);
   });
 
-  it("a repeat of a quick burst of bound calls keeps its first call with the rest; one that outlasted the engine's hold does not", async () => {
-    const outs = tensors.map(() => new Float32Array(new SharedArrayBuffer(8)));
-    const step = () => Promise.all(tensors.map((t, i) => rr.allreduce(t, { name: `bound${i}`, out: outs[i] as Float32Array })));
-    // Posts when the burst's calls have been made (before its task ends), and once it has run.
-    const run = async (burst: () => Promise<Float32Array[]>) => {
-      const before = posts;
-      const pending = burst();
-      const early = posts - before;
-      const results = await pending;
-      assert.deepEqual(
-        results.map((r) => [...r]),
-        tensors.map((t) => [...t]),
-      );
-      return [early, posts - before];
-    };
-    // Two steps bind the calls to the ring's slots: from then on a step repeats the one before.
-    await step();
-    await step();
-    assert.deepEqual(await run(step), [0, 1], 'a repeat of the quick step: one message, at its end');
-    assert.deepEqual(await run(step), [0, 1], 'and again');
-    // A step that computes for longer than the hold (2 ms) after its calls, in the same task.
-    const slow = () => {
-      const pending = step();
-      const until = performance.now() + 20;
-      while (performance.now() < until);
-      return pending;
-    };
-    assert.deepEqual(await run(slow), [0, 1], 'the last step was quick: held with the rest');
-    assert.deepEqual(await run(step), [1, 2], 'after the slow one: the first call at once again');
-    assert.deepEqual(await run(step), [0, 1], 'quick again: held');
-    // A burst that begins with another call (bound too, from its second call on) has its first call posted at once.
-    const otherOut = new Float32Array(new SharedArrayBuffer(4));
-    const other = () => {
-      const first = rr.allreduce(Float32Array.of(3), { name: 'other-first', out: otherOut });
-      return step().then(async (results) => {
-        assert.deepEqual([...(await first)], [3]);
-        return results;
-      });
-    };
-    assert.deepEqual(await run(other), [1, 2], 'another first call: at once');
-    assert.deepEqual(await run(step), [1, 2], 'after a burst that began with another call: at once');
-    assert.deepEqual(await run(step), [0, 1], 'a repeat: held');
-    assert.deepEqual(await run(other), [1, 2], 'another first call, bound: at once');
-  });
-
   it('a ...Sync call in a burst posts the burst with itself before it blocks', async () => {
     const before = posts;
     const pending = Promise.all(tensors.map((t, i) => rr.allreduce(t, { name: `named${i}` })));

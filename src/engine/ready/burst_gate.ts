@@ -25,30 +25,16 @@ const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 export class BurstGate {
   /** When the current hold began, or undefined when not holding. */
   private holdingSince: number | undefined;
-  private holdMs = 0;
 
   constructor(
     /** Shared with the caller's thread: `signal[index]` is 1 while the caller is inside a burst. */
     private readonly signal: Int32Array,
     private readonly index: number,
-    /** Where this gate publishes its hold to the caller's thread, in µs (see maxHoldMs). */
-    private readonly holdIndex: number,
-    maxHoldMs: number,
+    /** Autotune changes it as the job runs (0: no hold). */
+    public maxHoldMs: number,
     /** Takes in, synchronously, whatever the caller posted before lowering the flag. */
     private readonly drain: () => void,
-  ) {
-    this.maxHoldMs = maxHoldMs;
-  }
-
-  /** The longest hold (0: none). Autotune changes it as the job runs; the caller's thread reads it to keep a burst's first call with the rest. */
-  get maxHoldMs(): number {
-    return this.holdMs;
-  }
-
-  set maxHoldMs(ms: number) {
-    this.holdMs = ms;
-    Atomics.store(this.signal, this.holdIndex, Math.round(ms * 1000));
-  }
+  ) {}
 
   /**
    * Calls `then` once the caller is outside a burst, or has held it for `maxHoldMs`, after
@@ -57,7 +43,7 @@ export class BurstGate {
   whenIdle(then: () => void): void {
     const now = performance.now();
     this.holdingSince ??= now;
-    const left = this.holdingSince + this.holdMs - now;
+    const left = this.holdingSince + this.maxHoldMs - now;
     if (left <= 0 || Atomics.load(this.signal, this.index) === 0) {
       this.holdingSince = undefined;
       this.drain();

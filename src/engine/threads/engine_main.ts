@@ -34,7 +34,6 @@ import {
   hasResult,
   kSignalBurst,
   kSignalCompletions,
-  kSignalHoldUs,
   type Submission,
   type ToEngine,
 } from './worker_protocol.js';
@@ -296,7 +295,7 @@ export async function runEngine(host: EngineHost): Promise<void> {
   // With autotune the gate exists even at a hold of 0: the search may raise it.
   const gate =
     config.burstHoldMs > 0 || config.autotune
-      ? new BurstGate(signal, kSignalBurst, kSignalHoldUs, config.burstHoldMs, drainSubmissions)
+      ? new BurstGate(signal, kSignalBurst, config.burstHoldMs, drainSubmissions)
       : undefined;
   const { hosts, browsers } = topology;
   if (costModel !== undefined) {

@@ -23,8 +23,7 @@ export interface EngineInit {
   /**
    * Int32Array over a SharedArrayBuffer: [kSignalCompletions] counts completions posted (a caller
    * blocked in a ...Sync call waits on it); [kSignalBurst] is 1 while the caller is inside a
-   * synchronous burst of calls, and [kSignalHoldUs] is the engine's burst hold in force, in µs
-   * (engine/ready/burst_gate.ts; autotune changes it).
+   * synchronous burst of calls (engine/ready/burst_gate.ts).
    */
   signal: Int32Array;
   /** rr.stats()'s counters: the engine writes them, the caller's thread reads them (stats.ts). */
@@ -124,6 +123,3 @@ export type FromEngine =
 
 export const kSignalCompletions = 0;
 export const kSignalBurst = 1;
-export const kSignalHoldUs = 2;
-/** Bytes of the signal array: its three int32 words. */
-export const kSignalBytes = 12;
