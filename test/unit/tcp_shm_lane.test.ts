@@ -97,6 +97,67 @@ describe('TcpTransport shared-memory lane', () => {
     }
   });
 
+  /** Counts the frames `rank` writes to `peer` that are a lane credit and nothing else. */
+  function countLoneCredits(
+    world: { links: { peer: number; sendSocket: { write: (...args: never[]) => boolean } }[][] },
+    rank: number,
+    peer: number,
+  ) {
+    const socket = world.links[rank]?.find((l) => l.peer === peer)?.sendSocket;
+    if (socket === undefined) throw new Error(`rank ${rank} has no link to rank ${peer}`);
+    const counted = { lone: 0 };
+    const write = socket.write.bind(socket) as (chunk: Uint8Array, ...rest: unknown[]) => boolean;
+    socket.write = ((chunk: Uint8Array, ...rest: unknown[]) => {
+      // A link frame (kind 3) with tag 8 (kLinkShmCredit) whose payload ends the chunk.
+      if (chunk[1] === 3 && chunk[4] === 8 && chunk.byteLength === 12 + (chunk[8] as number)) counted.lone++;
+      return write(chunk, ...rest);
+    }) as never;
+    return counted;
+  }
+
+  it('a credit goes back with the next frame to the peer: a ring of exchanges sends none of its own', kTestTimeout, async () => {
+    const world = await makeWorld(2, { sharedMemory: laneOptions({ slots: 4 }) });
+    try {
+      const [a, b] = world.transports as [TcpTransport, TcpTransport];
+      await lanesSettled(world.transports, 1);
+      const fromA = countLoneCredits(world, 0, 1);
+      const fromB = countLoneCredits(world, 1, 0);
+      for (let step = 0; step < 20; step++) {
+        const there = pattern(16 * kib, step);
+        const back = pattern(16 * kib, 100 + step);
+        const intoB = new Uint8Array(there.byteLength);
+        const intoA = new Uint8Array(back.byteLength);
+        // Each rank sends once it has received, as a ring's steps do.
+        await Promise.all([
+          a.send(1, 1, there).then(() => a.recv(1, 2, intoA)),
+          b.recv(0, 1, intoB).then(() => b.send(0, 2, back)),
+        ]);
+        assert.ok(equalBytes(intoB, there) && equalBytes(intoA, back), `step ${step}`);
+      }
+      assert.equal(b.stats().sharedBytes + a.stats().sharedBytes, 2 * 20 * 16 * kib, 'every message took the lane');
+      assert.deepEqual([fromA.lone, fromB.lone], [0, 0], 'no credit frames of their own');
+    } finally {
+      await world.close();
+    }
+  });
+
+  it('a one-way stream longer than the lane gets its credits back in frames of their own', kTestTimeout, async () => {
+    const world = await makeWorld(2, { sharedMemory: laneOptions({ slots: 4 }) });
+    try {
+      const [a, b] = world.transports as [TcpTransport, TcpTransport];
+      await lanesSettled(world.transports, 1);
+      const fromB = countLoneCredits(world, 1, 0);
+      const messages = Array.from({ length: 12 }, (_, i) => pattern(16 * kib, i));
+      const intos = messages.map((m) => new Uint8Array(m.byteLength));
+      await Promise.all([...messages.map((m) => a.send(1, 1, m)), ...intos.map((into) => b.recv(0, 1, into))]);
+      for (const [i, m] of messages.entries()) assert.ok(equalBytes(intos[i] as Uint8Array, m), `message ${i}`);
+      // The sender needed 8 slots back, and the receiver owes at most one before it flushes.
+      assert.ok(fromB.lone >= 2, `the receiver handed slots back on its own (${fromB.lone} frames)`);
+    } finally {
+      await world.close();
+    }
+  });
+
   it('a length mismatch rejects that recv only, and frees the slot', kTestTimeout, async () => {
     const world = await makeWorld(2, { sharedMemory: laneOptions({ slots: 2 }) });
     try {

@@ -16,12 +16,24 @@
  * copied into a free slot and only its descriptor goes on the socket. With no slot free, the send
  * waits for the peer's credit, and so does every later data or control send (order per peer);
  * link frames never wait. A lane that fails to write (tmpfs full) is dropped for the socket.
+ * The credits this rank owes the peer for the peer's lane (slots it has read) go out with the
+ * next frame written to the peer, in the same write, or on their own once the transport flushes
+ * them (tcp_transport.ts says when): a credit of its own would wake the peer's thread for nothing.
  */
 
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Fifo, type PendingOp } from '../pending_op.js';
-import { encodeHeader, type FrameKind, kHeaderBytes, kKindData, kKindLink, kKindSharedData } from './framing.js';
+import {
+  encodeHeader,
+  type FrameKind,
+  kHeaderBytes,
+  kKindData,
+  kKindLink,
+  kKindSharedData,
+  kLinkShmCredit,
+  writeU32,
+} from './framing.js';
 import { encodeDescriptor, type ShmOutbox } from './shm_lane.js';
 
 interface WaitingSend {
@@ -44,6 +56,8 @@ export class PeerSender {
   /** Sends behind one that waits for a free slot of the lane, in call order. */
   private readonly waiting = new Fifo<WaitingSend>();
   private waitingBytes = 0;
+  /** Slots of the peer's lane read here and not handed back yet (see owe). */
+  private owed: number[] = [];
 
   constructor(
     private readonly socket: net.Socket,
@@ -67,6 +81,32 @@ export class PeerSender {
       this.waiting.push({ kind, tag, payload, op });
       this.waitingBytes += payload.byteLength;
     }
+  }
+
+  /** This rank has read `slot` of the peer's lane: it goes back with the next frame to the peer, or with flushCredits. */
+  owe(slot: number): void {
+    this.owed.push(slot);
+  }
+
+  /** Slots owed to the peer and not sent yet. */
+  get owedCredits(): number {
+    return this.owed.length;
+  }
+
+  /** Hands every owed slot back now, in a frame of its own. */
+  flushCredits(): void {
+    if (this.owed.length > 0) this.sendLink(kLinkShmCredit);
+  }
+
+  /** The owed slots as a credit link frame (and owes nothing more), or undefined when none are owed. */
+  private takeCredits(): Buffer | undefined {
+    const slots = this.owed;
+    if (slots.length === 0) return undefined;
+    this.owed = [];
+    const frame = Buffer.allocUnsafe(kHeaderBytes + 4 * slots.length);
+    encodeHeader(kKindLink, kLinkShmCredit, 4 * slots.length, frame);
+    for (let i = 0; i < slots.length; i++) writeU32(frame, kHeaderBytes + 4 * i, slots[i] as number);
+    return frame;
   }
 
   /** The peer handed lane slots back: sends that waited for one go out now. */
@@ -118,14 +158,20 @@ export class PeerSender {
     const length = payload.byteLength;
     if (this.inflight.length === 0) op.lastProgress = performance.now();
     this.inflight.push(op);
+    const credits = this.takeCredits();
     if (length <= kCoalesceMaxBytes) {
-      const frame = Buffer.allocUnsafe(kHeaderBytes + length);
-      encodeHeader(kind, tag, length, frame);
-      if (length > 0) frame.set(payload, kHeaderBytes);
+      // The owed credits first, in the same buffer: one write.
+      const at = credits?.byteLength ?? 0;
+      const frame = Buffer.allocUnsafe(at + kHeaderBytes + length);
+      if (credits) frame.set(credits, 0);
+      encodeHeader(kind, tag, length, frame, at);
+      if (length > 0) frame.set(payload, at + kHeaderBytes);
       this.socket.write(frame, this.written);
     } else {
-      const header = Buffer.allocUnsafe(kHeaderBytes);
-      encodeHeader(kind, tag, length, header);
+      const at = credits?.byteLength ?? 0;
+      const header = Buffer.allocUnsafe(at + kHeaderBytes);
+      if (credits) header.set(credits, 0);
+      encodeHeader(kind, tag, length, header, at);
       this.socket.cork();
       this.socket.write(header);
       this.socket.write(payload, this.written);
@@ -148,9 +194,17 @@ export class PeerSender {
    */
   sendLink(message: number, payload: Uint8Array = new Uint8Array(0)): void {
     if (this.socket.destroyed || this.socket.writableEnded) return;
-    const frame = Buffer.allocUnsafe(kHeaderBytes + payload.byteLength);
-    encodeHeader(kKindLink, message, payload.byteLength, frame);
-    frame.set(payload, kHeaderBytes);
+    const credits = this.takeCredits();
+    if (message === kLinkShmCredit) {
+      // flushCredits: the owed slots are the frame.
+      if (credits) this.socket.write(credits);
+      return;
+    }
+    const at = credits?.byteLength ?? 0;
+    const frame = Buffer.allocUnsafe(at + kHeaderBytes + payload.byteLength);
+    if (credits) frame.set(credits, 0);
+    encodeHeader(kKindLink, message, payload.byteLength, frame, at);
+    frame.set(payload, at + kHeaderBytes);
     this.socket.write(frame);
   }
 

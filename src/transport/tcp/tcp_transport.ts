@@ -64,7 +64,6 @@ import {
   kLinkShmOffer,
   kMaxU32,
   readU32,
-  writeU32,
 } from './framing.js';
 import { decodeNotice, encodeNotice } from './notice.js';
 import { PeerReceiver, type ReceiveStats } from './receiver.js';
@@ -103,8 +102,8 @@ interface Peer {
   /** Our lane to the peer (offered, or in use once accepted), and the peer's lane to us. */
   outbox: ShmOutbox | null;
   inbox: ShmInbox | null;
-  /** Lane slots read and not yet handed back (sent together, once per burst of reads). */
-  credits: number[];
+  /** A flush of the credits owed to the peer is due at the end of this task (see credit). */
+  creditFlush: boolean;
 }
 
 /** Free staging memory kept for reuse, across all peers. */
@@ -330,7 +329,7 @@ export class TcpTransport implements Transport {
       drainTimer: null,
       outbox: null,
       inbox: null,
-      credits: [],
+      creditFlush: false,
     };
     // The receive connection fails the peer at once: its bytes up to the end were delivered.
     watch(link.recvSocket, 'receive', fail);
@@ -377,17 +376,22 @@ export class TcpTransport implements Transport {
     );
   }
 
-  /** A lane slot was read: hands it back, with the others read in the same burst. */
+  /**
+   * A slot of the peer's lane was read: it goes back with the next frame this rank writes to the
+   * peer (in a ring, the next step's message), or, once half of the lane's slots are owed, in a
+   * frame of its own at the end of this task. So the peer, which always has more than half of its
+   * slots free or on their way back, never waits for a credit held here, and is not woken by one
+   * when a frame of this rank's is coming anyway.
+   */
   private credit(p: Peer, slot: number): void {
-    p.credits.push(slot);
-    if (p.credits.length > 1) return;
+    p.sender.owe(slot);
+    const slots = p.inbox?.slots ?? 1;
+    if (p.creditFlush || p.sender.owedCredits < Math.max(1, Math.floor(slots / 2))) return;
+    p.creditFlush = true;
     afterThisTask(() => {
-      const slots = p.credits;
-      p.credits = [];
+      p.creditFlush = false;
       if (p.failure || p.sendFailure || this.closing) return;
-      const payload = new Uint8Array(4 * slots.length);
-      for (const [i, s] of slots.entries()) writeU32(payload, 4 * i, s);
-      p.sender.sendLink(kLinkShmCredit, payload);
+      p.sender.flushCredits();
     });
   }
 
