@@ -23,8 +23,9 @@
  * A shared data frame (shm_lane.ts) is matched the same way once its descriptor is whole: its
  * bytes are copied out of the lane into the posted recv's `into` and the slot is handed back.
  * With no recv posted, the message keeps its slot until one is (so its bytes are copied once,
- * with no staging buffer), but only while that leaves the sender a free slot: beyond that it is
- * staged like any message, so a recv waiting behind unclaimed messages can always be served.
+ * with no staging buffer), but only while that leaves the sender a free slot, counting the slots
+ * read here whose credits have not gone back yet (SharedLane.owed): beyond that it is staged like
+ * any message, so a recv waiting behind unclaimed messages can always be served.
  */
 import { performance } from 'node:perf_hooks';
 import type { BufferPool } from '../../core/buffer_pool.js';
@@ -105,6 +106,8 @@ export interface SharedLane {
   readonly slots: number;
   read(slot: number, into: Uint8Array): void;
   release(slot: number): void;
+  /** Slots read and released here whose credits have not gone back to the sender yet. */
+  owed(): number;
 }
 
 /**
@@ -134,6 +137,11 @@ export class PeerReceiver implements ReadSink {
   private failure: Error | null = null;
   /** Shared messages waiting for a recv in their lane slot. */
   private held = 0;
+
+  /** Slots of the peer's lane that unclaimed messages hold here. */
+  get heldSlots(): number {
+    return this.held;
+  }
   /** Staging buffers that came from the pool. */
   private readonly pooled = new WeakSet<Uint8Array>();
   /** Where control payloads are assembled, one at a time. */
@@ -368,7 +376,7 @@ export class PeerReceiver implements ReadSink {
         slot,
       };
       // Hold the slot only while the sender keeps one free (see the header); else stage it now.
-      if (this.held < lane.slots - 1) this.held++;
+      if (this.held + lane.owed() < lane.slots - 1) this.held++;
       else this.unhold(inbound);
       queue.arrived.push(inbound);
       return;

@@ -316,7 +316,12 @@ export class TcpTransport implements Transport {
           const inbox = p.inbox;
           return inbox === null
             ? undefined
-            : { slots: inbox.slots, read: (slot, into) => inbox.read(slot, into), release: (slot) => this.credit(p, slot) };
+            : {
+                slots: inbox.slots,
+                read: (slot, into) => inbox.read(slot, into),
+                release: (slot) => this.credit(p, slot),
+                owed: () => p.sender.owedCredits,
+              };
         },
       }),
       sender: new PeerSender(
@@ -378,15 +383,17 @@ export class TcpTransport implements Transport {
 
   /**
    * A slot of the peer's lane was read: it goes back with the next frame this rank writes to the
-   * peer (in a ring, the next step's message), or, once half of the lane's slots are owed, in a
-   * frame of its own at the end of this task. So the peer, which always has more than half of its
-   * slots free or on their way back, never waits for a credit held here, and is not woken by one
-   * when a frame of this rank's is coming anyway.
+   * peer (in a ring, the next step's message), or in a frame of its own at the end of this task
+   * once half of the lane's slots are owed, or once the owed slots and those unclaimed messages
+   * hold here (receiver.ts) leave the peer one slot at most. So the peer always has a slot free or
+   * on its way back (it never waits on a credit held here), and is not woken by a credit when a
+   * frame of this rank's is coming anyway.
    */
   private credit(p: Peer, slot: number): void {
     p.sender.owe(slot);
     const slots = p.inbox?.slots ?? 1;
-    if (p.creditFlush || p.sender.owedCredits < Math.max(1, Math.floor(slots / 2))) return;
+    const owed = p.sender.owedCredits;
+    if (p.creditFlush || (owed < Math.max(1, Math.floor(slots / 2)) && owed + p.receiver.heldSlots < slots - 1)) return;
     p.creditFlush = true;
     afterThisTask(() => {
       p.creditFlush = false;
