@@ -73,7 +73,10 @@ it('runs across hosts on distinct addresses, and a cut link fails the job naming
   assert.equal(result.code, 1, result.stderr);
   // The ranks that detected the cut exit within milliseconds of each other: some, or all of them,
   // may be gone when ringrun has read the first one's output, and then there is none to stop.
-  assert.match(result.stderr, /ringrun: rank \d on 10\.[\d.]+ exited with code 1(?:; stopping the other (?:1 rank|[23] ranks))?\n/);
+  assert.match(
+    result.stderr,
+    /ringrun: rank \d on 10\.[\d.]+ exited with code 1(?:; stopping the other (?:1 rank|[23] ranks))?\n/,
+  );
   assert.match(
     result.stderr,
     /ringrun: job failed: rank \d \(pid \d+\) on 10\.[\d.]+ exited with code 1\nringrun: last \d+ lines/,

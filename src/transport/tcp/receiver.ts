@@ -24,8 +24,9 @@
  * bytes are copied out of the lane into the posted recv's `into` and the slot is handed back.
  * With no recv posted, the message keeps its slot until one is (so its bytes are copied once,
  * with no staging buffer), but only while that leaves the sender a free slot, counting the slots
- * read here whose credits have not gone back yet (SharedLane.owed): beyond that it is staged like
- * any message, so a recv waiting behind unclaimed messages can always be served.
+ * read here whose credits have not gone back yet (SharedLane.owed, handed back at once when they
+ * would make the difference): beyond that it is staged like any message, so a recv waiting
+ * behind unclaimed messages can always be served.
  */
 import { performance } from 'node:perf_hooks';
 import type { BufferPool } from '../../core/buffer_pool.js';
@@ -108,6 +109,8 @@ export interface SharedLane {
   release(slot: number): void;
   /** Slots read and released here whose credits have not gone back to the sender yet. */
   owed(): number;
+  /** Sends those credits back now. */
+  returnOwed(): void;
 }
 
 /**
@@ -376,6 +379,7 @@ export class PeerReceiver implements ReadSink {
         slot,
       };
       // Hold the slot only while the sender keeps one free (see the header); else stage it now.
+      if (this.held + lane.owed() >= lane.slots - 1) lane.returnOwed();
       if (this.held + lane.owed() < lane.slots - 1) this.held++;
       else this.unhold(inbound);
       queue.arrived.push(inbound);

@@ -321,6 +321,9 @@ export class TcpTransport implements Transport {
                 read: (slot, into) => inbox.read(slot, into),
                 release: (slot) => this.credit(p, slot),
                 owed: () => p.sender.owedCredits,
+                returnOwed: () => {
+                  if (!p.failure && !p.sendFailure && !this.closing) p.sender.flushCredits();
+                },
               };
         },
       }),
