@@ -73,8 +73,18 @@ describe('the examples gallery', { timeout: 60_000, concurrency: 2 }, () => {
 
   it('tfjs_training: every rank learns the same line', async () => {
     const out = await run(commandOf('tfjs_training.ts'));
-    for (const rank of [0, 1])
-      assert.match(out, new RegExp(`\\[${rank}\\] rank ${rank}: y = 3\\.00x - 1\\.00, loss 0\\.00`), out);
+    // The weights start at random and fit() shuffles: the last SGD step leaves the line within a
+    // few hundredths of y = 3x - 1, the same on both ranks.
+    const lines = [0, 1].map((rank) => {
+      const match = new RegExp(`\\[${rank}\\] rank ${rank}: (y = (-?[\\d.]+)x ([-+]) ([\\d.]+)), loss ([\\d.]+)`).exec(out);
+      assert.ok(match, out);
+      const [, line, kernel, sign, bias, loss] = match as unknown as [string, string, string, string, string, string];
+      assert.ok(Math.abs(Number(kernel) - 3) <= 0.05, out);
+      assert.ok(Math.abs((sign === '-' ? -1 : 1) * Number(bias) + 1) <= 0.05, out);
+      assert.ok(Number(loss) < 0.01, out);
+      return line;
+    });
+    assert.equal(lines[0], lines[1], out);
   });
 
   it('process_sets: each set averages its own ranks, the job its own', async () => {
