@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { PeerFailureError, ProtocolError, TimeoutError } from '../../src/core/errors.js';
+import { kHeaderBytes, kKindLink, kLinkShmCredit, readU32 } from '../../src/transport/tcp/framing.js';
 import type { ShmLaneOptions } from '../../src/transport/tcp/shm_lane.js';
 import type { TcpTransport } from '../../src/transport/tcp/tcp_transport.js';
 import { delay, equalBytes, freeze, makeWorld, pattern } from './tcp_test_helpers.js';
@@ -126,8 +127,10 @@ describe('TcpTransport shared-memory lane', () => {
     const counted = { lone: 0 };
     const write = socket.write.bind(socket) as (chunk: Uint8Array, ...rest: unknown[]) => boolean;
     socket.write = ((chunk: Uint8Array, ...rest: unknown[]) => {
-      // A link frame (kind 3) with tag 8 (kLinkShmCredit) whose payload ends the chunk.
-      if (chunk[1] === 3 && chunk[4] === 8 && chunk.byteLength === 12 + (chunk[8] as number)) counted.lone++;
+      // A credit link frame whose payload ends the chunk.
+      const lone =
+        chunk[1] === kKindLink && readU32(chunk, 4) === kLinkShmCredit && chunk.byteLength === kHeaderBytes + readU32(chunk, 8);
+      if (lone) counted.lone++;
       return write(chunk, ...rest);
     }) as never;
     return counted;

@@ -57,7 +57,7 @@ export class PeerSender {
   private readonly waiting = new Fifo<WaitingSend>();
   private waitingBytes = 0;
   /** Slots of the peer's lane read here and not handed back yet (see owe). */
-  private owed: number[] = [];
+  private readonly owed: number[] = [];
 
   constructor(
     private readonly socket: net.Socket,
@@ -95,18 +95,23 @@ export class PeerSender {
 
   /** Hands every owed slot back now, in a frame of its own. */
   flushCredits(): void {
-    if (this.owed.length > 0) this.sendLink(kLinkShmCredit);
+    if (this.owed.length === 0 || this.socket.destroyed || this.socket.writableEnded) return;
+    this.socket.write(this.afterCredits(0));
   }
 
-  /** The owed slots as a credit link frame (and owes nothing more), or undefined when none are owed. */
-  private takeCredits(): Buffer | undefined {
-    const slots = this.owed;
-    if (slots.length === 0) return undefined;
-    this.owed = [];
-    const frame = Buffer.allocUnsafe(kHeaderBytes + 4 * slots.length);
-    encodeHeader(kKindLink, kLinkShmCredit, 4 * slots.length, frame);
-    for (let i = 0; i < slots.length; i++) writeU32(frame, kHeaderBytes + 4 * i, slots[i] as number);
-    return frame;
+  /**
+   * A buffer for a frame of `bytes` (header included) with the owed slots' credit frame written
+   * before it, so both go in one write; the frame starts at `buffer.byteLength - bytes`. Owes
+   * nothing more.
+   */
+  private afterCredits(bytes: number): Buffer {
+    const owed = this.owed.length;
+    if (owed === 0) return Buffer.allocUnsafe(bytes);
+    const buffer = Buffer.allocUnsafe(kHeaderBytes + 4 * owed + bytes);
+    encodeHeader(kKindLink, kLinkShmCredit, 4 * owed, buffer);
+    for (let i = 0; i < owed; i++) writeU32(buffer, kHeaderBytes + 4 * i, this.owed[i] as number);
+    this.owed.length = 0;
+    return buffer;
   }
 
   /** The peer handed lane slots back: sends that waited for one go out now. */
@@ -158,20 +163,15 @@ export class PeerSender {
     const length = payload.byteLength;
     if (this.inflight.length === 0) op.lastProgress = performance.now();
     this.inflight.push(op);
-    const credits = this.takeCredits();
     if (length <= kCoalesceMaxBytes) {
-      // The owed credits first, in the same buffer: one write.
-      const at = credits?.byteLength ?? 0;
-      const frame = Buffer.allocUnsafe(at + kHeaderBytes + length);
-      if (credits) frame.set(credits, 0);
+      const frame = this.afterCredits(kHeaderBytes + length);
+      const at = frame.byteLength - kHeaderBytes - length;
       encodeHeader(kind, tag, length, frame, at);
       if (length > 0) frame.set(payload, at + kHeaderBytes);
       this.socket.write(frame, this.written);
     } else {
-      const at = credits?.byteLength ?? 0;
-      const header = Buffer.allocUnsafe(at + kHeaderBytes);
-      if (credits) header.set(credits, 0);
-      encodeHeader(kind, tag, length, header, at);
+      const header = this.afterCredits(kHeaderBytes);
+      encodeHeader(kind, tag, length, header, header.byteLength - kHeaderBytes);
       this.socket.cork();
       this.socket.write(header);
       this.socket.write(payload, this.written);
@@ -194,15 +194,8 @@ export class PeerSender {
    */
   sendLink(message: number, payload: Uint8Array = new Uint8Array(0)): void {
     if (this.socket.destroyed || this.socket.writableEnded) return;
-    const credits = this.takeCredits();
-    if (message === kLinkShmCredit) {
-      // flushCredits: the owed slots are the frame.
-      if (credits) this.socket.write(credits);
-      return;
-    }
-    const at = credits?.byteLength ?? 0;
-    const frame = Buffer.allocUnsafe(at + kHeaderBytes + payload.byteLength);
-    if (credits) frame.set(credits, 0);
+    const frame = this.afterCredits(kHeaderBytes + payload.byteLength);
+    const at = frame.byteLength - kHeaderBytes - payload.byteLength;
     encodeHeader(kKindLink, message, payload.byteLength, frame, at);
     frame.set(payload, at + kHeaderBytes);
     this.socket.write(frame);
