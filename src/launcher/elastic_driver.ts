@@ -158,6 +158,7 @@ class ElasticDriver {
           store: { port: listening.port, key },
           address: this.config.address,
           env: this.io.env,
+          ...(this.io.guard && { guard: this.io.guard }),
           onControl: (socket) => this.onPage(socket),
           log: this.io.log,
           debug: this.io.debug,

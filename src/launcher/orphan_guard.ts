@@ -19,7 +19,8 @@
  *
  * Remote ranks need no guard: their host's bootstrap stops them when the session's stdin ends
  * (remote_shell.ts), and ringrun's death ends it (ringrun holds the pipe's other end). mpirun is
- * announced as a rank: its own SIGTERM handling stops its ranks. Nothing else is touched, and a
+ * announced as a rank: its own SIGTERM handling stops its ranks; so is the headless Chromium of
+ * --headless (browser/headless.ts), whose tabs are ranks. Nothing else is touched, and a
  * program run by mpirun, torchrun or Slurm rather than ringrun has no guard at all.
  */
 import { type ChildProcess, spawn } from 'node:child_process';

@@ -100,6 +100,7 @@ export async function runJob(config: LaunchConfig, io: RunIo): Promise<number> {
           secret,
           address: config.address,
           env: io.env,
+          ...(io.guard && { guard: io.guard }),
           log: io.log,
           debug: io.debug,
         });

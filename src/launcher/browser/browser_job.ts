@@ -22,6 +22,7 @@ import {
   type RankPlacement,
 } from '../env_contract.js';
 import type { BrowserSettings } from '../launch_config.js';
+import type { ProcessGuard } from '../orphan_guard.js';
 import type { RankSinks } from '../rank_runner.js';
 import { BrowserRanks } from './browser_ranks.js';
 import { BrowserSite } from './browser_site.js';
@@ -37,6 +38,8 @@ export interface BrowserJobOptions {
   /** --address, for the Node ranks' listeners (browsers must reach them). */
   address: string | undefined;
   env: Readonly<Record<string, string | undefined>>;
+  /** Stops the headless Chromium should ringrun die without closing it (orphan_guard.ts). */
+  guard?: ProcessGuard;
   log(message: string): void;
   debug(message: string): void;
 }
@@ -64,6 +67,7 @@ export class BrowserJob {
         store: { port, key },
         address: options.address,
         env: options.env,
+        ...(options.guard && { guard: options.guard }),
         onControl: (socket) => job?.ranksOf?.onControl(socket),
         log: options.log,
         debug: options.debug,

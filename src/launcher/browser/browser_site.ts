@@ -16,6 +16,7 @@ import { TcpStoreClient } from '../../rendezvous/tcp_store.js';
 import { WebStoreBridge } from '../../rendezvous/web_store_bridge.js';
 import { kLocalAddress } from '../env_contract.js';
 import type { BrowserSettings } from '../launch_config.js';
+import type { ProcessGuard } from '../orphan_guard.js';
 import { bundleProgram, bundleRuntime } from './bundles.js';
 import { type HeadlessBrowser, openHeadless } from './headless.js';
 import { PageServer } from './page_server.js';
@@ -27,6 +28,8 @@ export interface BrowserSiteOptions {
   /** --address: where Node ranks' listeners bind (browsers must reach them). */
   address: string | undefined;
   env: Readonly<Record<string, string | undefined>>;
+  /** Stops the headless Chromium should ringrun die without closing it (orphan_guard.ts). */
+  guard?: ProcessGuard;
   onControl(socket: WebSocket, request: IncomingMessage): void;
   log(message: string): void;
   debug(message: string): void;
@@ -101,7 +104,7 @@ export class BrowserSite {
       this.options.log(`open this URL in ${tabs} to start the browser ranks: ${this.joinUrl}`);
       return;
     }
-    this.headless = await openHeadless(this.joinUrl, count, this.options.env, this.options.log);
+    this.headless = await openHeadless(this.joinUrl, count, this.options.env, this.options.log, this.options.guard);
     this.options.debug(`browser ranks join at ${this.joinUrl}`);
   }
 

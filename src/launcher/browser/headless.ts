@@ -12,6 +12,7 @@ import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { InvalidArgumentError } from '../../core/errors.js';
+import type { ProcessGuard } from '../orphan_guard.js';
 
 const kCandidates = ['chromium', 'chromium-browser', 'google-chrome', 'google-chrome-stable'];
 /** Chromium's flags for ringrun's tabs (bench/browser_links.ts opens its raw probes' tabs with them too). */
@@ -54,12 +55,16 @@ export function findChromium(env: Readonly<Record<string, string | undefined>>):
   );
 }
 
-/** Starts Chromium and opens `count` tabs on `url`. */
+/**
+ * Starts Chromium and opens `count` tabs on `url`. Chromium leads a process group of its own
+ * (puppeteer starts it detached), which `guard` stops should ringrun die without closing it.
+ */
 export async function openHeadless(
   url: string,
   count: number,
   env: Readonly<Record<string, string | undefined>>,
   log: (message: string) => void,
+  guard?: ProcessGuard,
 ): Promise<HeadlessBrowser> {
   const executablePath = findChromium(env);
   let launch: typeof import('puppeteer-core')['launch'];
@@ -79,7 +84,14 @@ export async function openHeadless(
     handleSIGTERM: false,
     handleSIGHUP: false,
   });
+  const pid = browser.process()?.pid;
+  if (pid !== undefined) guard?.watch(pid, 'headless Chromium');
   let closed = false;
+  const closeBrowser = async () => {
+    await browser.close().catch(() => {});
+    if (pid !== undefined) guard?.unwatch(pid);
+    rmSync(profile, { recursive: true, force: true });
+  };
   browser.on('disconnected', () => {
     if (!closed) log('the headless browser went away');
   });
@@ -90,16 +102,14 @@ export async function openHeadless(
       await page.goto(url, { waitUntil: 'domcontentloaded' });
     }
   } catch (error) {
-    await browser.close().catch(() => {});
-    rmSync(profile, { recursive: true, force: true });
+    await closeBrowser();
     throw error;
   }
   return {
     close: async () => {
       if (closed) return;
       closed = true;
-      await browser.close().catch(() => {});
-      rmSync(profile, { recursive: true, force: true });
+      await closeBrowser();
     },
   };
 }
