@@ -10,7 +10,7 @@ export function signalExitCode(signal: NodeJS.Signals): number {
 
 /** "exited with code 3", "was killed by SIGSEGV", "could not be started: ...", "on host b ...". */
 export function describeExit(exit: RankExit): string {
-  if (exit.spawnError !== undefined) return `could not be started: ${exit.spawnError.message}`;
+  if (exit.spawnError !== undefined) return `could not be started: ${exit.spawnError.message}${scriptHint(exit.spawnError)}`;
   if (exit.reason !== undefined) return exit.reason;
   if (exit.host === undefined) return exit.signal !== null ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
   // A remote rank's status comes through its ssh session.
@@ -20,6 +20,19 @@ export function describeExit(exit: RankExit): string {
   if (exit.code === 255)
     return `on ${exit.host} exited with code 255: ssh failed (host unreachable, refused, or the connection broke)`;
   return `on ${exit.host} exited with code ${exit.code}`;
+}
+
+/**
+ * A JavaScript or TypeScript file given as the command (`ringrun -np 2 train.js`): not found on
+ * the PATH, or not executable. mpirun users pass `python train.py`; the same holds here.
+ */
+function scriptHint(error: NodeJS.ErrnoException): string {
+  const path = error.path;
+  if (path === undefined || (error.code !== 'ENOENT' && error.code !== 'EACCES')) return '';
+  if (/\.[cm]?js$/.test(path)) return ` (${path} is a script: start it with node, as in 'ringrun -np N node ${path}')`;
+  if (/\.[cm]?ts$/.test(path))
+    return ` (${path} is TypeScript: compile it, e.g. with npx tsc, and start the .js with node, as in 'ringrun -np N node ${path.replace(/ts$/, 'js')}')`;
+  return '';
 }
 
 function signalName(signal: number): string | undefined {

@@ -258,6 +258,20 @@ describe('ringrun', { timeout: 120_000 }, () => {
     assert.match(run.stderr, /job failed: rank 0 could not be started: spawn ringrun-no-such-command ENOENT/);
   });
 
+  it('says to start a script with node when the command is a .js or .ts file', { timeout: 30_000 }, async () => {
+    const js = await ringrun(['-np', '2', 'ringrun-no-such-script.js']);
+    assert.equal(js.code, 127);
+    assert.match(
+      js.stderr,
+      /job failed: rank 0 could not be started: spawn ringrun-no-such-script\.js ENOENT \(ringrun-no-such-script\.js is a script: start it with node, as in 'ringrun -np N node ringrun-no-such-script\.js'\)/,
+    );
+    const ts = await ringrun(['-np', '1', 'ringrun-no-such-script.mts']);
+    assert.match(
+      ts.stderr,
+      /is TypeScript: compile it, e\.g\. with npx tsc, and start the \.js with node, as in 'ringrun -np N node ringrun-no-such-script\.mjs'/,
+    );
+  });
+
   it('exits 2 on a usage error, naming the flag', { timeout: 30_000 }, async () => {
     const run = await ringrun(['-np', 'two', 'node']);
     assert.equal(run.code, 2);
