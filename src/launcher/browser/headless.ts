@@ -8,7 +8,7 @@
  * none of Chromium's background connections (updates, sync, field trials), which a closed
  * network refuses by the hundred.
  */
-import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { InvalidArgumentError } from '../../core/errors.js';
@@ -55,6 +55,40 @@ export function findChromium(env: Readonly<Record<string, string | undefined>>):
   );
 }
 
+/** Profiles are `ringrun-chromium-<ringrun's pid>-<random>` in the temporary directory. */
+const kProfilePrefix = 'ringrun-chromium-';
+
+/**
+ * Removes the profiles of ringruns that are gone without removing theirs (killed outright: the
+ * orphan guard stops their Chromium but cannot clean up after it). A profile whose ringrun's pid
+ * runs (that ringrun, or a process that reused its pid) is left alone.
+ */
+export function removeStaleProfiles(dir: string = tmpdir()): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const pid = new RegExp(`^${kProfilePrefix}(\\d+)-`).exec(name)?.[1];
+    if (pid === undefined || Number(pid) === process.pid || running(Number(pid))) continue;
+    rmSync(join(dir, name), { recursive: true, force: true });
+    removed.push(name);
+  }
+  return removed;
+}
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'; // someone else's process
+  }
+}
+
 /**
  * Starts Chromium and opens `count` tabs on `url`. Chromium leads a process group of its own
  * (puppeteer starts it detached), which `guard` stops should ringrun die without closing it.
@@ -73,7 +107,8 @@ export async function openHeadless(
   } catch {
     throw new InvalidArgumentError('--headless needs the puppeteer-core package: npm install puppeteer-core');
   }
-  const profile = mkdtempSync(join(tmpdir(), 'ringrun-chromium-'));
+  removeStaleProfiles();
+  const profile = mkdtempSync(join(tmpdir(), `${kProfilePrefix}${process.pid}-`));
   const runningAsRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   const browser = await launch({
     executablePath,
