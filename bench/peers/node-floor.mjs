@@ -139,7 +139,7 @@ function printTable(results) {
   const f = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3));
   for (const r of results.rows)
     console.log(
-      `| ${r.section} | ${r.name} | ${f(r.median)} | ${f(r.min)}–${f(r.max)} | ${r.unit} | ${r.n} | ${r.idleBefore == null ? '' : r.idleBefore.toFixed(0) + ' %'} |`,
+      `| ${r.section} | ${r.name} | ${f(r.median)} | ${f(r.min)}–${f(r.max)} | ${r.unit} | ${r.n} | ${r.idleBefore == null ? '' : `${r.idleBefore.toFixed(0)} %`} |`,
     );
   console.log(
     `\n(loadavg start ${e.loadavg.map((x) => x.toFixed(2)).join(' ')}, end ${e.loadavgEnd.map((x) => x.toFixed(2)).join(' ')})`,
@@ -573,7 +573,7 @@ if (isMainThread && argv[0] === '--role=sender') {
     s.on('data', (d) => s.write(d));
     s.on('error', () => {});
   });
-  const cb = () => process.stdout.write(String(addr === 'tcp' ? srv.address().port : addr) + '\n');
+  const cb = () => process.stdout.write(`${String(addr === 'tcp' ? srv.address().port : addr)}\n`);
   if (addr === 'tcp') srv.listen(0, '127.0.0.1', cb);
   else {
     try {
