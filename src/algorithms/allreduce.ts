@@ -3,8 +3,10 @@
  * messages) for small buffers, and for large ones the pipelined ring (least bytes per rank, its
  * α hidden behind the stream) or, on many ranks, Rabenseifner's (the ring's bytes in 2·log2 N
  * steps instead of 2(N-1)). Below kCostChoiceMinRanks ranks the choice stays the fixed one measured
- * on 2 to 4 ranks: recursive doubling up to `latencyMaxBytes` (64 KiB), the ring above (a given
- * `costModel` picks between those two there). A given `latencyMaxBytes` decides at any rank count.
+ * on 2 to 4 ranks: recursive doubling up to `latencyMaxBytes` (64 KiB), the ring above, except on
+ * 4 ranks of one host (`oneHost`), where Rabenseifner's runs up to kFourRankRabenseifnerMaxBytes (a given `costModel`
+ * picks between recursive doubling and the ring there). A given `latencyMaxBytes` decides at any
+ * rank count, between recursive doubling and the ring.
  * An algorithm forced in the options (RINGREDUCE_ALGORITHMS) runs at every size and rank count.
  * The choice depends only on the byte length, the rank count and the options, which every rank
  * of a collective shares, so every rank picks the same algorithm.
@@ -15,6 +17,7 @@ import {
   type AllreduceAlgorithm,
   chooseAllreduce,
   kCostChoiceMinRanks,
+  kFourRankRabenseifnerMaxBytes,
   rabenseifnerAllreduceCost,
   recursiveDoublingCost,
   ringAllreduceCost,
@@ -50,8 +53,10 @@ export function allreduceAlgorithm(ranks: number, bytes: number, options: Resolv
   const forced = options.algorithms?.allreduce;
   if (forced !== undefined) return forced;
   const { latencyMaxBytes, latencyMaxBytesGiven, segmentBytes, costModel } = options;
-  if (latencyMaxBytesGiven || (ranks < kCostChoiceMinRanks && latencyMaxBytes !== undefined)) {
-    return bytes <= (latencyMaxBytes ?? kDefaultLatencyMaxBytes) ? 'recursive_doubling' : 'ring';
+  if (latencyMaxBytesGiven) return bytes <= (latencyMaxBytes ?? kDefaultLatencyMaxBytes) ? 'recursive_doubling' : 'ring';
+  if (ranks < kCostChoiceMinRanks && latencyMaxBytes !== undefined) {
+    if (bytes <= latencyMaxBytes) return 'recursive_doubling';
+    return ranks === 4 && options.oneHost && bytes <= kFourRankRabenseifnerMaxBytes ? 'rabenseifner' : 'ring';
   }
   if (ranks < kCostChoiceMinRanks) return chooseAllreduce(ranks, bytes, segmentBytes, costModel);
   const costs: [AllreduceAlgorithm, number][] = [

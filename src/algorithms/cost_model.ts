@@ -146,10 +146,18 @@ export function scatterAllgatherBroadcastCost(ranks: number, bytes: number, segm
  * ring for reduce-scatter, recursive doubling, the ring or Rabenseifner for allreduce, the tree,
  * the chain or scatter + allgather for broadcast. Below it
  * the choices stay the fixed ones that were measured fastest on 2 to 4 ranks (the ring;
- * recursive doubling up to 64 KiB for allreduce), where a ring step costs more than the model's
- * α and the logarithmic algorithms save at most a step or two.
+ * recursive doubling up to 64 KiB for allreduce, and on 4 ranks Rabenseifner's from there to
+ * kFourRankRabenseifnerMaxBytes), where a ring step costs more than the model's α.
  */
 export const kCostChoiceMinRanks = 8;
+
+/**
+ * On exactly 4 ranks of one host, below kCostChoiceMinRanks, Rabenseifner's allreduce replaces the ring above
+ * the latency threshold up to this many bytes: the same bytes in 4 steps instead of 6, where each
+ * step's wake-ups cost more than its bytes; beyond it the ring's pipelined segments win
+ * (docs/performance.md, "Rabenseifner's allreduce on 4 ranks").
+ */
+export const kFourRankRabenseifnerMaxBytes = 2 * 1024 * 1024;
 
 /** p, the largest power of two ≤ `ranks`, and log2 p. */
 export function powerOfTwoBelow(ranks: number): { p: number; levels: number } {

@@ -50,6 +50,12 @@ export interface AlgorithmOptions {
    * written for powers of two fold the others (docs/algorithms.md, "Forcing an algorithm").
    */
   algorithms?: ForcedAlgorithms;
+  /**
+   * Every rank of the collective is on one host (the engine knows from the ranks' placements):
+   * on 4 ranks a mid-size allreduce then runs Rabenseifner's (allreduce.ts). Across hosts the ring
+   * stays, which crosses between hosts from fewer ranks.
+   */
+  oneHost?: boolean;
 }
 
 export interface ResolvedOptions {
@@ -63,6 +69,7 @@ export interface ResolvedOptions {
   readonly latencyMaxBytesGiven: boolean;
   readonly costModel: CostModel;
   readonly algorithms: ForcedAlgorithms | undefined;
+  readonly oneHost: boolean;
 }
 
 function costModelOf(given: Partial<CostModel> | undefined): CostModel {
@@ -105,5 +112,6 @@ export function resolveOptions(options: AlgorithmOptions = {}): ResolvedOptions 
     latencyMaxBytesGiven: options.latencyMaxBytes !== undefined,
     costModel: costModelOf(options.costModel ?? options.jobCostModel),
     algorithms: options.algorithms,
+    oneHost: options.oneHost === true,
   };
 }

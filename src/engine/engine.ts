@@ -311,6 +311,7 @@ export class Engine {
         stats: this.stats,
         hierarchy: layout && hierarchyOf(view, layout),
         hubs,
+        ...(hosts !== undefined && ranks.every((r) => hosts[r] === hosts[ranks[0] as number]) && { oneHost: true }),
         ...(this.reportSoon && { reportSoon: this.reportSoon }),
         // Only the world is tuned: its collectives are the job's steps.
         ...(id === 0 && this.autotune && { autotune: this.autotune }),

@@ -62,6 +62,8 @@ export interface SetEngineSettings {
   hierarchy?: Hierarchy | undefined;
   /** The set's hubs and their leaves, when it mixes browser ranks with Node ranks (algorithms/hubs.ts). */
   hubs?: Hubs | undefined;
+  /** Every member is on one host, as the placements say (algorithms/options.ts). */
+  oneHost?: boolean;
   /** The world only, with autotune on (tuning/): rank 0 searches, every member applies its changes. */
   autotune?: AutotuneOptions;
 }
@@ -150,6 +152,7 @@ export class SetEngine {
       processSet: settings.id,
       hierarchy: settings.hierarchy,
       hubs: settings.hubs,
+      ...(settings.oneHost && { oneHost: true }),
       hierarchicalAllreduce: config.hierarchicalAllreduce,
       hierarchicalAllgather: config.hierarchicalAllgather,
       ...(hooks.membership ? { membership: hooks.membership } : {}),

@@ -322,14 +322,18 @@ describe('the choice', () => {
   const engine = resolveOptions({ segmentBytes: 4 << 20 });
   const sizes = [0, 1, 4, 1 << 10, (64 << 10) - 4, 64 << 10, (64 << 10) + 4, 1 << 20, 16 << 20, 256 << 20, 1 << 30];
 
-  it('below 8 ranks it is what it was, for every size: recursive doubling up to 64 KiB, else the ring; the tree for reduce', () => {
+  it('below 8 ranks, for every size: recursive doubling up to 64 KiB, else the ring (Rabenseifner to 2 MiB on 4 ranks of one host); the tree for reduce', () => {
+    const oneHost = resolveOptions({ segmentBytes: 4 << 20, oneHost: true });
     for (let n = 2; n < kCostChoiceMinRanks; n++) {
       for (const bytes of sizes) {
         const blocks = evenBlocks(bytes, n).lengths;
+        const small = bytes <= 64 << 10;
+        assert.equal(allreduceAlgorithm(n, bytes, engine), small ? 'recursive_doubling' : 'ring', `${n} ranks, ${bytes} B`);
+        const mid = n === 4 && bytes <= 2 << 20 ? 'rabenseifner' : 'ring';
         assert.equal(
-          allreduceAlgorithm(n, bytes, engine),
-          bytes <= 64 << 10 ? 'recursive_doubling' : 'ring',
-          `${n} ranks, ${bytes} B`,
+          allreduceAlgorithm(n, bytes, oneHost),
+          small ? 'recursive_doubling' : mid,
+          `${n} ranks of one host, ${bytes} B`,
         );
         assert.equal(allgatherAlgorithm(blocks, engine), 'ring', `allgather, ${n} ranks, ${bytes} B`);
         assert.equal(reducescatterAlgorithm(blocks, engine), 'ring', `reducescatter, ${n} ranks, ${bytes} B`);

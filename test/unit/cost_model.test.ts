@@ -104,7 +104,17 @@ describe('cost model: the choice', () => {
     assert.equal(allreduceAlgorithm(1024, 1025, fixed), 'ring');
     // The default threshold holds below 8 ranks (kCostChoiceMinRanks); from there the model decides.
     assert.equal(allreduceAlgorithm(4, 64 * 1024, resolveOptions()), 'recursive_doubling');
+    assert.equal(allreduceAlgorithm(2, 64 * 1024 + 1, resolveOptions()), 'ring');
+    assert.equal(allreduceAlgorithm(3, 64 * 1024 + 1, resolveOptions()), 'ring');
+    // 4 ranks of one host: Rabenseifner's between the threshold and 2 MiB (kFourRankRabenseifnerMaxBytes), the ring beyond.
+    const oneHost = resolveOptions({ oneHost: true });
     assert.equal(allreduceAlgorithm(4, 64 * 1024 + 1, resolveOptions()), 'ring');
+    assert.equal(allreduceAlgorithm(4, 64 * 1024, oneHost), 'recursive_doubling');
+    assert.equal(allreduceAlgorithm(4, 64 * 1024 + 1, oneHost), 'rabenseifner');
+    assert.equal(allreduceAlgorithm(4, 2 << 20, oneHost), 'rabenseifner');
+    assert.equal(allreduceAlgorithm(4, (2 << 20) + 1, oneHost), 'ring');
+    assert.equal(allreduceAlgorithm(2, 1 << 20, oneHost), 'ring');
+    assert.equal(allreduceAlgorithm(4, 1 << 20, resolveOptions({ oneHost: true, latencyMaxBytes: 1024 })), 'ring');
     assert.equal(allreduceAlgorithm(1024, 64 * 1024 + 1, resolveOptions()), 'rabenseifner');
     assert.equal(allreduceAlgorithm(1024, 1 << 20, resolveOptions({ costModel: {} })), 'rabenseifner');
     assert.equal(allreduceAlgorithm(2, 1 << 20, resolveOptions({ costModel: {} })), 'ring');

@@ -46,6 +46,8 @@ export interface ExecutorSettings {
   hubs?: Hubs | undefined;
   hierarchicalAllreduce: HierarchicalMode;
   hierarchicalAllgather: HierarchicalMode;
+  /** Every member of the set is on one host (the placements say so): algorithms/options.ts. */
+  oneHost?: boolean;
 }
 
 /** Scratch the pool keeps beyond the fusion buffer (pipeline depth × segment, with room). */
@@ -100,6 +102,7 @@ export class Executor {
       kernels,
       ...(jobCostModel && { jobCostModel }),
       ...(algorithms && { algorithms }),
+      ...(this.settings.oneHost && { oneHost: true }),
     };
     return {
       transport: this.transport,
