@@ -4,9 +4,9 @@
  * α hidden behind the stream) or, on many ranks, Rabenseifner's (the ring's bytes in 2·log2 N
  * steps instead of 2(N-1)). Below kCostChoiceMinRanks ranks the choice stays the fixed one measured
  * on 2 to 4 ranks: recursive doubling up to `latencyMaxBytes` (64 KiB), the ring above, except on
- * 4 ranks of one host (`oneHost`), where Rabenseifner's runs up to kFourRankRabenseifnerMaxBytes (a given `costModel`
- * picks between recursive doubling and the ring there). A given `latencyMaxBytes` decides at any
- * rank count, between recursive doubling and the ring.
+ * 4 ranks of one host (`oneHost`), where Rabenseifner's runs up to kFourRankRabenseifnerMaxBytes
+ * (a given `costModel` picks between recursive doubling and the ring there). A given
+ * `latencyMaxBytes` decides at any rank count, between recursive doubling and the ring.
  * An algorithm forced in the options (RINGREDUCE_ALGORITHMS) runs at every size and rank count.
  * The choice depends only on the byte length, the rank count and the options, which every rank
  * of a collective shares, so every rank picks the same algorithm.

@@ -295,6 +295,8 @@ export class Engine {
     // The world, or a set whose members sit host by host in equal numbers, may run hierarchically.
     const hosts = this.hosts;
     const layout = hosts && uniformHostLayout(ranks.map((r) => hosts[r] as number));
+    // Every member on one host (known only when the placements say which host each rank is on).
+    const oneHost = hosts !== undefined && ranks.every((r) => hosts[r] === hosts[ranks[0] as number]);
     // A set that mixes browser ranks with Node ranks runs its large allreduces through the Node ranks.
     const inBrowser = (r: number) => this.browsers?.[r] === true;
     const hubs = this.browsers && hubsOf(view, ranks.map(inBrowser));
@@ -311,7 +313,7 @@ export class Engine {
         stats: this.stats,
         hierarchy: layout && hierarchyOf(view, layout),
         hubs,
-        ...(hosts !== undefined && ranks.every((r) => hosts[r] === hosts[ranks[0] as number]) && { oneHost: true }),
+        ...(oneHost && { oneHost }),
         ...(this.reportSoon && { reportSoon: this.reportSoon }),
         // Only the world is tuned: its collectives are the job's steps.
         ...(id === 0 && this.autotune && { autotune: this.autotune }),
