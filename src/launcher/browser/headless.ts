@@ -57,6 +57,7 @@ export function findChromium(env: Readonly<Record<string, string | undefined>>):
 
 /** Profiles are `ringrun-chromium-<ringrun's pid>-<random>` in the temporary directory. */
 const kProfilePrefix = 'ringrun-chromium-';
+const kProfileName = new RegExp(`^${kProfilePrefix}(\\d+)-`);
 
 /**
  * Removes the profiles of ringruns that are gone without removing theirs (killed outright: the
@@ -72,7 +73,7 @@ export function removeStaleProfiles(dir: string = tmpdir()): string[] {
   }
   const removed: string[] = [];
   for (const name of names) {
-    const pid = new RegExp(`^${kProfilePrefix}(\\d+)-`).exec(name)?.[1];
+    const pid = kProfileName.exec(name)?.[1];
     if (pid === undefined || Number(pid) === process.pid || running(Number(pid))) continue;
     rmSync(join(dir, name), { recursive: true, force: true });
     removed.push(name);
